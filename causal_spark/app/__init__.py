@@ -1,0 +1,1 @@
+"""The application layer: the only code that builds a Spark session, reads, writes and prints."""

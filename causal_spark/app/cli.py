@@ -1,0 +1,101 @@
+"""`causal-spark`: the command line. Every sub-command is also `spark-submit jobs/<name>.py`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from pyspark.sql import SparkSession
+
+from causal_spark import tables
+from causal_spark.app.runs import RunRecord, Stage, run_job
+from causal_spark.app.session import build_session
+from causal_spark.app.stages import ingest_stage
+from causal_spark.config import Config, ConfigError, load_config
+from causal_spark.sinks import Warehouse, WarehouseError
+from causal_spark.sources import InputError
+
+log = logging.getLogger("causal_spark")
+
+# the stages `audit` runs, in order, after ingest
+AUDIT_STAGES: tuple[str, ...] = ("ingest",)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="causal-spark",
+        description="Audit recorded distributed-system message logs into Delta tables.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
+        p.add_argument(
+            "--conf", default=None,
+            help="YAML profile (default: the embedded local profile, conf/local.yml)",
+        )
+        p.add_argument("-v", "--verbose", action="store_true", help="log progress")
+
+    for name, text in (
+        ("ingest", "read message logs into events, messages and quarantine"),
+        ("audit", "the main job: ingest, then every analysis stage, under one run id"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("inputs", nargs="+", help="files or folders (.jsonl, .csv, .parquet) or Delta tables")
+        common(p)
+    return parser
+
+
+def _stages(command: str, args: argparse.Namespace) -> list[Stage]:
+    if command in ("ingest", "audit"):
+        return [ingest_stage(args.inputs)]
+    raise AssertionError(f"no stages for command {command}")
+
+
+def _report(record: RunRecord, out: Callable[[str], None]) -> None:
+    out(f"run {record.run_id} ({record.command}) committed in "
+        f"{(record.end - record.start).total_seconds():.1f} s")
+    out(f"{'table':<14}{'rows':>12}{'version':>10}")
+    for table, version in record.table_versions.items():
+        rows = record.counts.get(table, 1 if table == tables.RUNS else 0)
+        out(f"{table:<14}{rows:>12}{version:>10}")
+    counts = record.counts
+    if "rows_read" in counts:
+        out(
+            f"rows read {counts['rows_read']}: {counts['internal_events']} internal, "
+            f"{counts['send_rows']} send, {counts['receive_rows']} receive, "
+            f"{counts[tables.QUARANTINE]} quarantined; messages in flight "
+            f"{counts['in_flight']}, orphan receives {counts['orphan']}"
+        )
+
+
+def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
+    """Parse `argv`, run the job and return its record (raises on failure)."""
+    args = _parser().parse_args(list(argv))
+    config: Config = load_config(args.conf)
+    spark = session or build_session(config.spark)
+    warehouse = Warehouse(spark, args.warehouse, config.sink.format)
+    return run_job(
+        args.command, _stages(args.command, args), spark=spark, config=config, warehouse=warehouse
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=logging.INFO if ("-v" in arguments or "--verbose" in arguments) else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        record = run(arguments)
+    except (ConfigError, InputError, WarehouseError) as e:
+        print(f"causal-spark: error: {e}", file=sys.stderr)
+        return 2
+    _report(record, print)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

