@@ -1,0 +1,64 @@
+"""One Spark session per test run (local[2], UI off, UTC, few shuffle partitions)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from causal_spark.app.session import build_session
+from causal_spark.config import Config, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "data-samples"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _run_from_repo_root() -> Iterator[None]:
+    # inputs are named as given ("data-samples/x.jsonl"): run from the checkout root
+    before = Path.cwd()
+    os.chdir(ROOT)
+    yield
+    os.chdir(before)
+
+
+@pytest.fixture(scope="session")
+def config() -> Config:
+    return load_config(ROOT / "conf" / "test.yml")
+
+
+@pytest.fixture(scope="session")
+def spark(config: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    scratch = tmp_path_factory.mktemp("spark")
+    settings = config.spark
+    conf = dict(settings.conf)
+    conf["spark.sql.warehouse.dir"] = str(scratch / "spark-warehouse")
+    conf["spark.checkpoint.dir"] = str(scratch / "checkpoints")
+    conf["spark.local.dir"] = str(scratch / "local")
+    session = build_session(type(settings)(master=settings.master, app_name=settings.app_name, conf=conf))
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def expected() -> dict[str, Any]:
+    return json.loads((ROOT / "tests" / "data" / "expected.json").read_text())
+
+
+def read_delta(path: str | os.PathLike[str]) -> pa.Table:
+    """A Delta table as Arrow via delta-rs.
+
+    A local filesystem is passed explicitly: delta-rs' own object-store handler
+    races with interpreter shutdown (delta-rs issue 2184: "terminate called
+    without an active exception"), which would abort pytest after the run.
+    """
+    local = pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem())
+    return DeltaTable(str(path)).to_pyarrow_table(filesystem=local)

@@ -1,0 +1,25 @@
+"""Helpers shared by tests: write small inputs, run ingest without the job layer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from causal_spark.config import IngestSettings
+from causal_spark.ingest import Ingested, build_tables, classify_rows
+from causal_spark.sources import discover_inputs, read_raw_rows
+
+
+def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any] | str]) -> Path:
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def ingest_paths(spark: SparkSession, paths: Sequence[Path | str]) -> Ingested:
+    inputs = discover_inputs([str(p) for p in paths], IngestSettings())
+    return build_tables(classify_rows(read_raw_rows(spark, inputs)))
