@@ -254,11 +254,11 @@ def read_csv(spark: SparkSession, files: Sequence[str]) -> DataFrame:
         if not header:
             continue
         known = [h for h in header if h in INPUT_FIELDS]
-        schema = _string_schema([*(h if h in INPUT_FIELDS else f"__cs_extra_{i}"
-                                   for i, h in enumerate(header)), _CORRUPT])
+        names = [h if h in INPUT_FIELDS else f"__cs_extra_{i}" for i, h in enumerate(header)]
+        ddl = ", ".join(f"`{n}` STRING" for n in [*names, _CORRUPT])
         text = _with_line_numbers(_with_provenance(spark.read.text(list(group))))
         parsed = F.from_csv(
-            F.col("value"), schema.simpleString().removeprefix("struct<").removesuffix(">"),
+            F.col("value"), ddl,
             {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"},
         )
         n_fields = F.size(F.split(F.col("value"), ","))

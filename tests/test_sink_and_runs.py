@@ -1,0 +1,150 @@
+"""The Delta sink through real jobs: tables, idempotence, atomicity, the runs ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import SparkSession
+
+from causal_spark import tables
+from causal_spark.app.runs import run_job
+from causal_spark.app.stages import ingest_stage
+from causal_spark.config import Config
+from causal_spark.sinks import Warehouse, WarehouseError
+from tests.conftest import read_delta
+
+DATA = ["events", "messages", "quarantine"]
+
+
+class InjectedFailure(RuntimeError):
+    pass
+
+
+def _ingest(spark: SparkSession, config: Config, warehouse: Path, inputs: list[str], **kw):
+    return run_job(
+        "ingest", [ingest_stage(inputs)], spark=spark, config=config,
+        warehouse=Warehouse(spark, warehouse, "deltalake"), **kw,
+    )
+
+
+def _sorted(table: str, warehouse: Path) -> list[dict[str, object]]:
+    rows = read_delta(warehouse / table).to_pylist()
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def test_ingest_writes_delta_tables_readable_by_delta_rs(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
+    record = _ingest(spark, config, tmp_path, ["data-samples"])
+    for table in [*DATA, "runs"]:
+        assert (tmp_path / table / "_delta_log").is_dir()
+        arrow = read_delta(tmp_path / table)
+        assert arrow.schema.names == tables.table_schema(table).names
+        assert arrow.num_rows == record.counts.get(table, 1)
+    assert record.counts["events"] == 56 and record.counts["quarantine"] == 4
+
+
+def test_rerun_on_same_input_gives_same_content_and_new_versions(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
+    first = _ingest(spark, config, tmp_path, ["data-samples"])
+    before = {t: _sorted(t, tmp_path) for t in DATA}
+    second = _ingest(spark, config, tmp_path, ["data-samples"])
+    after = {t: _sorted(t, tmp_path) for t in DATA}
+    assert before == after
+    for table in DATA:
+        assert second.table_versions[table] == first.table_versions[table] + 1
+    runs = read_delta(tmp_path / "runs").to_pylist()
+    assert sorted(r["id"] for r in runs) == sorted([first.run_id, second.run_id])
+    # superseded files are no longer part of the table
+    assert len(read_delta(tmp_path / "events")) == first.counts["events"]
+
+
+def test_tables_do_not_depend_on_partitioning(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
+    one = Warehouse(spark, tmp_path / "a", "deltalake")
+    run_job("ingest", [ingest_stage(["data-samples"])], spark=spark, config=config, warehouse=one)
+    spark.conf.set("spark.sql.shuffle.partitions", "13")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
+    try:
+        many = Warehouse(spark, tmp_path / "b", "deltalake")
+        run_job("ingest", [ingest_stage(["data-samples"])], spark=spark, config=config, warehouse=many)
+        for table in DATA:
+            assert_df_equality(one.read(table), many.read(table), ignore_row_order=True)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", config.spark.conf["spark.sql.shuffle.partitions"])
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+
+
+@pytest.mark.parametrize("fail_after", ["events", "quarantine"])
+def test_failed_run_leaves_no_new_version_and_no_staged_files(
+    spark: SparkSession, config: Config, tmp_path: Path, fail_after: str
+) -> None:
+    first = _ingest(spark, config, tmp_path, ["data-samples"])
+    files_before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+
+    def fail(table: str) -> None:
+        if table == fail_after:
+            raise InjectedFailure(f"failing on purpose after staging {table}")
+
+    with pytest.raises(InjectedFailure):
+        _ingest(spark, config, tmp_path, ["data-samples"], on_staged=fail)
+    warehouse = Warehouse(spark, tmp_path, "deltalake")
+    for table in [*DATA, "runs"]:
+        assert warehouse.version(table) == first.table_versions.get(table, 0)
+    files_after = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert files_after == files_before
+
+
+def test_failed_first_run_leaves_no_tables(spark: SparkSession, config: Config, tmp_path: Path) -> None:
+    def fail(table: str) -> None:
+        raise InjectedFailure("failing on purpose")
+
+    with pytest.raises(InjectedFailure):
+        _ingest(spark, config, tmp_path / "wh", ["data-samples"], on_staged=fail)
+    leftovers = [p for p in (tmp_path / "wh").rglob("*") if p.is_file()] if (tmp_path / "wh").exists() else []
+    assert leftovers == []
+
+
+def test_runs_table_records_inputs_config_and_versions(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
+    record = _ingest(spark, config, tmp_path, ["data-samples"])
+    (run,) = read_delta(tmp_path / "runs").to_pylist()
+    assert run["id"] == record.run_id and run["command"] == "ingest"
+    assert run["start"] <= run["end"]
+    (given,) = run["inputs"]
+    assert (given["path"], given["format"], given["n_files"]) == ("data-samples", "jsonl", 9)
+    assert len(given["fingerprint"]) == 64
+    assert json.loads(run["config"])["profile"] == "test"
+    assert dict(run["table_versions"]) == {"events": 0, "messages": 0, "quarantine": 0}
+    counts = dict(run["counts"])
+    assert counts["rows_read"] == 62
+    assert counts["rows_read"] == (
+        counts["internal_events"] + counts["send_rows"] + counts["receive_rows"] + counts["quarantine"]
+    )
+
+
+def test_fingerprint_changes_when_an_input_changes(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    sample = Path("data-samples/fifo_violation.jsonl").read_text()
+    (inputs / "t.jsonl").write_text(sample)
+    first = _ingest(spark, config, tmp_path / "wh", [str(inputs)])
+    (inputs / "t.jsonl").write_text(sample + "\n")
+    os.utime(inputs / "t.jsonl", ns=(1, 1))
+    second = _ingest(spark, config, tmp_path / "wh", [str(inputs)])
+    prints = {r["id"]: r["inputs"][0]["fingerprint"] for r in read_delta(tmp_path / "wh" / "runs").to_pylist()}
+    assert prints[first.run_id] != prints[second.run_id]
+
+
+def test_reading_a_missing_table_is_a_clear_error(spark: SparkSession, tmp_path: Path) -> None:
+    with pytest.raises(WarehouseError, match="table 'events' does not exist"):
+        Warehouse(spark, tmp_path, "deltalake").read("events")
