@@ -26,9 +26,14 @@ from causal_spark import tables
 from causal_spark.sources import DEFAULT_TRACE, FILE_HAS_SEQ, PARSE_ERROR, RAW_COLUMNS
 
 KIND_ALIASES: dict[str, str] = {
-    "send": C.SEND, "snd": C.SEND,
-    "receive": C.RECEIVE, "recv": C.RECEIVE, "rcv": C.RECEIVE, "deliver": C.RECEIVE,
-    "internal": C.INTERNAL, "local": C.INTERNAL,
+    "send": C.SEND,
+    "snd": C.SEND,
+    "receive": C.RECEIVE,
+    "recv": C.RECEIVE,
+    "rcv": C.RECEIVE,
+    "deliver": C.RECEIVE,
+    "internal": C.INTERNAL,
+    "local": C.INTERNAL,
 }
 
 # columns of classified rows (besides the typed input fields)
@@ -115,8 +120,8 @@ def _malformed_rules(raw: DataFrame) -> list[Column]:
             F.format_string("%s without msg_id", F.col(C.KIND)),
         ),
         _rule(
-            ts_given & (parsed_ts.isNull() | F.isnan(parsed_ts)
-                        | (F.abs(parsed_ts) == F.lit(float("inf")))),
+            ts_given
+            & (parsed_ts.isNull() | F.isnan(parsed_ts) | (F.abs(parsed_ts) == F.lit(float("inf")))),
             F.format_string(
                 "ts '%s' is neither seconds nor an ISO-8601 time", F.col("__cs_raw_ts")
             ),
@@ -156,7 +161,10 @@ def type_rows(raw: DataFrame) -> DataFrame:
         C.RAW,
         FILE_HAS_SEQ,
         PARSE_ERROR,
-        *[F.col(n).alias(f"__cs_raw_{n}") for n in (C.TRACE_ID, C.PROCESS, C.KIND, C.MSG_ID, C.PEER)],
+        *[
+            F.col(n).alias(f"__cs_raw_{n}")
+            for n in (C.TRACE_ID, C.PROCESS, C.KIND, C.MSG_ID, C.PEER)
+        ],
         F.col(C.SEQ).alias("__cs_raw_seq"),
         F.col(C.TS).alias("__cs_raw_ts"),
         F.col(C.SIZE_BYTES).alias("__cs_raw_size"),
@@ -242,7 +250,8 @@ def _mark_duplicate_events(rows: DataFrame) -> DataFrame:
         multicast_copy,
         F.format_string(
             "second copy of a multicast to '%s' (same process and seq as line %d)",
-            F.col(C.PEER), leader_line,
+            F.col(C.PEER),
+            leader_line,
         ),
     ).otherwise(
         F.format_string(
@@ -257,7 +266,9 @@ def _mark_duplicate_messages(rows: DataFrame) -> DataFrame:
     duplicate = F.col(C.KIND).isin(C.SEND, C.RECEIVE) & (F.row_number().over(end) > 1)
     detail = F.format_string(
         "second %s of msg_id '%s' (the first is line %d)",
-        F.col(C.KIND), F.col(C.MSG_ID), F.first(C.LINE).over(end),
+        F.col(C.KIND),
+        F.col(C.MSG_ID),
+        F.first(C.LINE).over(end),
     )
     return _reject(rows, duplicate, C.DUPLICATE_MSG, detail)
 
@@ -275,12 +286,16 @@ def _mark_peer_mismatches(rows: DataFrame) -> DataFrame:
         wrong_dst,
         F.format_string(
             "msg_id '%s' was sent to '%s' but received by '%s'",
-            F.col(C.MSG_ID), send_peer, F.col(C.PROCESS),
+            F.col(C.MSG_ID),
+            send_peer,
+            F.col(C.PROCESS),
         ),
     ).otherwise(
         F.format_string(
             "msg_id '%s' was sent by '%s' but the receive names peer '%s'",
-            F.col(C.MSG_ID), sender, F.col(C.PEER),
+            F.col(C.MSG_ID),
+            sender,
+            F.col(C.PEER),
         )
     )
     return _reject(rows, is_receive & (wrong_dst | wrong_src), C.PEER_MISMATCH, detail)
@@ -361,7 +376,8 @@ def messages_of(rows: DataFrame) -> DataFrame:
     """Sends and receives matched by (trace_id, msg_id), as `messages`."""
     accepted = rows.where(_accepted())
     sends = accepted.where(F.col(C.KIND) == C.SEND).select(
-        C.TRACE_ID, C.MSG_ID,
+        C.TRACE_ID,
+        C.MSG_ID,
         F.col(C.PROCESS).alias("__cs_sender"),
         F.col(C.PEER).alias("__cs_send_peer"),
         F.col(C.PIDX).alias(C.SRC_PIDX),
@@ -370,7 +386,8 @@ def messages_of(rows: DataFrame) -> DataFrame:
         F.col(C.SIZE_BYTES).alias("__cs_send_size"),
     )
     receives = accepted.where(F.col(C.KIND) == C.RECEIVE).select(
-        C.TRACE_ID, C.MSG_ID,
+        C.TRACE_ID,
+        C.MSG_ID,
         F.col(C.PROCESS).alias("__cs_receiver"),
         F.col(C.PEER).alias("__cs_recv_peer"),
         F.col(C.PIDX).alias(C.DST_PIDX),
@@ -418,7 +435,9 @@ def messages_of(rows: DataFrame) -> DataFrame:
 
 def build_tables(rows: DataFrame) -> Ingested:
     """Classified rows (from `classify_rows`) -> `events`, `messages`, `quarantine`."""
-    return Ingested(events=events_of(rows), messages=messages_of(rows), quarantine=quarantine_of(rows))
+    return Ingested(
+        events=events_of(rows), messages=messages_of(rows), quarantine=quarantine_of(rows)
+    )
 
 
 def ingest(raw: DataFrame) -> Ingested:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,7 +42,9 @@ class WarehouseError(ValueError):
     """A table is missing, unreadable by this backend, or a commit was refused."""
 
 
-def resolve_backend(spark: SparkSession, requested: SinkFormat) -> Literal["deltalake", "delta-spark"]:
+def resolve_backend(
+    spark: SparkSession, requested: SinkFormat
+) -> Literal["deltalake", "delta-spark"]:
     """`auto` picks delta-spark when its session extension is configured."""
     if requested != "auto":
         return requested
@@ -87,7 +89,8 @@ class Warehouse:
         """The current version of `table` as a DataFrame with its declared schema."""
         if not self.exists(table):
             raise WarehouseError(
-                f"table '{table}' does not exist under {self.root}; run the job that writes it first"
+                f"table '{table}' does not exist under {self.root}; "
+                "run the job that writes it first"
             )
         schema = tables.table_schema(table)
         if self.backend == "delta-spark":
@@ -155,8 +158,9 @@ class RunTransaction:
         for empty in set(files) - set(kept):
             os.remove(empty)
         self.staged[table] = _Staged(table, mode, folder, kept, sum(rows_per_file.values()))
-        log.info("staged %s: %d rows in %.1f s", table, self.staged[table].rows,
-                 time.monotonic() - began)
+        log.info(
+            "staged %s: %d rows in %.1f s", table, self.staged[table].rows, time.monotonic() - began
+        )
         if self.on_staged is not None:
             self.on_staged(table)
         schema = tables.table_schema(table)
@@ -177,18 +181,27 @@ class RunTransaction:
                 self.versions[staged.table] = self._commit_deltalake(staged)
             else:
                 self.versions[staged.table] = self._commit_delta_spark(staged)
-            log.info("committed %s version %d in %.1f s", staged.table,
-                     self.versions[staged.table], time.monotonic() - began)
+            log.info(
+                "committed %s version %d in %.1f s",
+                staged.table,
+                self.versions[staged.table],
+                time.monotonic() - began,
+            )
         self.committed = True
         return dict(self.versions)
 
     def _commit_deltalake(self, staged: _Staged) -> int:
         from deltalake import DeltaTable
         from deltalake import Schema as DeltaSchema
-        from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
+        from deltalake.transaction import (
+            AddAction,
+            CommitProperties,
+            RemoveAction,
+            create_table_with_add_actions,
+        )
 
         table_path = self.warehouse.path(staged.table)
-        adds = []
+        adds: list[AddAction | RemoveAction] = []
         for file in staged.files:
             stat = os.stat(file)
             rows = pq.read_metadata(file).num_rows
@@ -210,8 +223,12 @@ class RunTransaction:
             )
         else:
             create_table_with_add_actions(
-                table_path, DeltaSchema.from_arrow(schema), adds, mode="error",
-                name=staged.table, commit_properties=properties,
+                table_path,
+                DeltaSchema.from_arrow(schema),
+                [a for a in adds if isinstance(a, AddAction)],
+                mode="error",
+                name=staged.table,
+                commit_properties=properties,
             )
         return int(DeltaTable(table_path).version())
 

@@ -28,13 +28,27 @@ from causal_spark import columns as C
 from causal_spark.config import IngestSettings
 
 INPUT_FIELDS: tuple[str, ...] = (
-    C.TRACE_ID, C.PROCESS, C.SEQ, C.KIND, C.MSG_ID, C.PEER, C.TS, C.SIZE_BYTES, C.LABEL,
+    C.TRACE_ID,
+    C.PROCESS,
+    C.SEQ,
+    C.KIND,
+    C.MSG_ID,
+    C.PEER,
+    C.TS,
+    C.SIZE_BYTES,
+    C.LABEL,
 )
 PARSE_ERROR = "parse_error"
 FILE_HAS_SEQ = "file_has_seq"
 DEFAULT_TRACE = "default_trace"
 RAW_COLUMNS: tuple[str, ...] = (
-    C.SOURCE, C.LINE, C.RAW, *INPUT_FIELDS, PARSE_ERROR, DEFAULT_TRACE, FILE_HAS_SEQ,
+    C.SOURCE,
+    C.LINE,
+    C.RAW,
+    *INPUT_FIELDS,
+    PARSE_ERROR,
+    DEFAULT_TRACE,
+    FILE_HAS_SEQ,
 )
 
 JSONL, CSV, PARQUET, DELTA = "jsonl", "csv", "parquet", "delta"
@@ -103,19 +117,23 @@ def discover_inputs(paths: Sequence[str], settings: IngestSettings) -> list[Inpu
             candidates = [root]
         else:
             candidates = sorted(
-                p for p in root.rglob("*")
-                if p.is_file() and not any(
-                    part.startswith((".", "_")) for part in p.relative_to(root).parts
-                )
+                p
+                for p in root.rglob("*")
+                if p.is_file()
+                and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)
             )
         by_format: dict[str, list[Path]] = {}
         for file in candidates:
             fmt = _format_of(file, settings)
             if fmt is None:
                 if root.is_file():
+                    known = (
+                        settings.jsonl_extensions
+                        + settings.csv_extensions
+                        + settings.parquet_extensions
+                    )
                     raise InputError(
-                        f"input file {given} has an unknown extension; expected one of "
-                        f"{settings.jsonl_extensions + settings.csv_extensions + settings.parquet_extensions}"
+                        f"input file {given} has an unknown extension; expected one of {known}"
                     )
                 continue
             by_format.setdefault(fmt, []).append(file)
@@ -138,9 +156,7 @@ def _delta_input(root: Path) -> InputSet:
     from deltalake import DeltaTable
 
     table = DeltaTable(str(root))
-    files = tuple(
-        uri.removeprefix("file://") for uri in table.file_uris()
-    )
+    files = tuple(uri.removeprefix("file://") for uri in table.file_uris())
     return InputSet(
         path=str(root),
         format=DELTA,
@@ -179,7 +195,8 @@ def _with_line_numbers(frame: DataFrame) -> DataFrame:
             "__cs_first_id",
             (
                 F.sum("__cs_n").over(
-                    Window.partitionBy(_FILE_PATH).orderBy(_BLOCK)
+                    Window.partitionBy(_FILE_PATH)
+                    .orderBy(_BLOCK)
                     .rowsBetween(Window.unboundedPreceding, -1)
                 )
             ).alias("__cs_offset"),
@@ -222,7 +239,9 @@ def read_jsonl(spark: SparkSession, files: Sequence[str]) -> DataFrame:
         text.where(F.trim(F.col("value")) != "")
         .select(_FILE_PATH, C.LINE, F.col("value").alias(C.RAW), parsed.alias("__cs_json"))
         .select(
-            _FILE_PATH, C.LINE, C.RAW,
+            _FILE_PATH,
+            C.LINE,
+            C.RAW,
             *[F.col(f"__cs_json.{n}").alias(n) for n in INPUT_FIELDS],
             F.when(
                 F.col(f"__cs_json.{_CORRUPT}").isNotNull() | F.col("__cs_json").isNull(),
@@ -258,7 +277,8 @@ def read_csv(spark: SparkSession, files: Sequence[str]) -> DataFrame:
         ddl = ", ".join(f"`{n}` STRING" for n in [*names, _CORRUPT])
         text = _with_line_numbers(_with_provenance(spark.read.text(list(group))))
         parsed = F.from_csv(
-            F.col("value"), ddl,
+            F.col("value"),
+            ddl,
             {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"},
         )
         n_fields = F.size(F.split(F.col("value"), ","))
@@ -273,7 +293,9 @@ def read_csv(spark: SparkSession, files: Sequence[str]) -> DataFrame:
                 wrong_width.alias("__cs_wrong_width"),
             )
             .select(
-                _FILE_PATH, C.LINE, C.RAW,
+                _FILE_PATH,
+                C.LINE,
+                C.RAW,
                 *[
                     (F.col(f"__cs_csv.{n}") if n in known else F.lit(None).cast("string")).alias(n)
                     for n in INPUT_FIELDS
@@ -281,9 +303,9 @@ def read_csv(spark: SparkSession, files: Sequence[str]) -> DataFrame:
                 F.when(
                     F.col("__cs_wrong_width"),
                     F.lit(f"CSV row does not have the header's {len(header)} fields"),
-                ).when(
-                    F.col(f"__cs_csv.{_CORRUPT}").isNotNull(), F.lit("unparseable CSV row")
-                ).alias(PARSE_ERROR),
+                )
+                .when(F.col(f"__cs_csv.{_CORRUPT}").isNotNull(), F.lit("unparseable CSV row"))
+                .alias(PARSE_ERROR),
             )
         )
         parts.append(_finish(rows))
@@ -302,8 +324,9 @@ def read_parquet(spark: SparkSession, files: Sequence[str]) -> DataFrame:
         C.LINE,
         raw.alias(C.RAW),
         *[
-            (F.col(present[n]).cast("string") if n in present else F.lit(None).cast("string"))
-            .alias(n)
+            (
+                F.col(present[n]).cast("string") if n in present else F.lit(None).cast("string")
+            ).alias(n)
             for n in INPUT_FIELDS
         ],
         F.lit(None).cast("string").alias(PARSE_ERROR),

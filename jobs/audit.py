@@ -1,4 +1,6 @@
-"""spark-submit entry point: `spark-submit jobs/audit.py INPUT... --warehouse DIR [--conf conf/cluster.yml]`.
+"""spark-submit entry point of `causal-spark audit`.
+
+    spark-submit jobs/audit.py INPUT... --warehouse DIR [--conf conf/cluster.yml]
 
 Same arguments as `causal-spark audit`; the package must be importable on the driver
 (installed, or shipped with --py-files dist/causal_spark-*.whl).

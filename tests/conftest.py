@@ -43,7 +43,9 @@ def spark(config: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     conf["spark.sql.warehouse.dir"] = str(scratch / "spark-warehouse")
     conf["spark.checkpoint.dir"] = str(scratch / "checkpoints")
     conf["spark.local.dir"] = str(scratch / "local")
-    session = build_session(type(settings)(master=settings.master, app_name=settings.app_name, conf=conf))
+    session = build_session(
+        type(settings)(master=settings.master, app_name=settings.app_name, conf=conf)
+    )
     yield session
     session.stop()
 

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 ALIASES = {
-    "send": "send", "snd": "send",
-    "receive": "receive", "recv": "receive", "rcv": "receive", "deliver": "receive",
-    "internal": "internal", "local": "internal",
+    "send": "send",
+    "snd": "send",
+    "receive": "receive",
+    "recv": "receive",
+    "rcv": "receive",
+    "deliver": "receive",
+    "internal": "internal",
+    "local": "internal",
 }
 
 
@@ -48,7 +53,7 @@ def _int(v: Any) -> int | None:
 def _seconds(v: Any) -> float | None:
     if v is None:
         return None
-    if isinstance(v, bool) or isinstance(v, (dict, list)):
+    if isinstance(v, (bool, dict, list)):
         raise TypeError
     if isinstance(v, (int, float)):
         if not math.isfinite(v):
@@ -108,19 +113,35 @@ def reference_ingest(lines: list[str], stem: str) -> Reference:
             ref.quarantine[number] = "malformed"
             continue
         if (
-            process is None or kind is None or (file_has_seq and seq is None)
+            process is None
+            or kind is None
+            or (file_has_seq and seq is None)
             or (kind != "internal" and msg is None)
         ):
             ref.quarantine[number] = "malformed"
             continue
-        rows.append(dict(line=number, trace=trace, process=process, kind=kind,
-                         msg=msg if kind != "internal" else None, peer=peer, seq=seq,
-                         ts=ts, size=size))
+        rows.append(
+            dict(
+                line=number,
+                trace=trace,
+                process=process,
+                kind=kind,
+                msg=msg if kind != "internal" else None,
+                peer=peer,
+                seq=seq,
+                ts=ts,
+                size=size,
+            )
+        )
 
     # duplicate_event: first row of a (trace, process, seq) group leads
     groups: dict[tuple[str, str, Any], list[dict[str, Any]]] = {}
     for row in rows:
-        key = (row["trace"], row["process"], row["seq"] if row["seq"] is not None else ("line", row["line"]))
+        key = (
+            row["trace"],
+            row["process"],
+            row["seq"] if row["seq"] is not None else ("line", row["line"]),
+        )
         groups.setdefault(key, []).append(row)
     kept = []
     for members in groups.values():
@@ -128,8 +149,10 @@ def reference_ingest(lines: list[str], stem: str) -> Reference:
         peers = {leader["peer"]} if leader["peer"] is not None else set()
         kept.append(leader)
         for row in members[1:]:
-            if leader["kind"] == "send" and row["kind"] == "send" and (
-                row["peer"] is None or row["peer"] not in peers
+            if (
+                leader["kind"] == "send"
+                and row["kind"] == "send"
+                and (row["peer"] is None or row["peer"] not in peers)
             ):
                 if row["peer"] is not None:
                     peers.add(row["peer"])
@@ -175,8 +198,10 @@ def reference_ingest(lines: list[str], stem: str) -> Reference:
             members = evs[key]
             first = members[0]
             ref.events[(trace, process, lseq)] = dict(
-                kind=first["kind"], ts=first["ts"],
-                n_msgs=sum(1 for m in members if m["kind"] == "send"), line=first["line"],
+                kind=first["kind"],
+                ts=first["ts"],
+                n_msgs=sum(1 for m in members if m["kind"] == "send"),
+                line=first["line"],
             )
             for m in members:
                 lseq_of[m["line"]] = lseq

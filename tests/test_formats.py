@@ -38,11 +38,19 @@ def _write_csv(path: Path, rows: list[dict[str, object]]) -> Path:
 
 
 def _arrow(rows: list[dict[str, object]]) -> pa.Table:
-    schema = pa.schema([
-        ("trace_id", pa.string()), ("process", pa.string()), ("seq", pa.int64()),
-        ("kind", pa.string()), ("msg_id", pa.string()), ("peer", pa.string()),
-        ("ts", pa.float64()), ("size_bytes", pa.int64()), ("label", pa.string()),
-    ])
+    schema = pa.schema(
+        [
+            ("trace_id", pa.string()),
+            ("process", pa.string()),
+            ("seq", pa.int64()),
+            ("kind", pa.string()),
+            ("msg_id", pa.string()),
+            ("peer", pa.string()),
+            ("ts", pa.float64()),
+            ("size_bytes", pa.int64()),
+            ("label", pa.string()),
+        ]
+    )
     return pa.Table.from_pylist([{k: r.get(k) for k in FIELDS} for r in rows], schema=schema)
 
 
@@ -71,16 +79,24 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet", "delta"])
-def test_same_events_and_messages_as_jsonl(spark: SparkSession, inputs: dict[str, Path], fmt: str) -> None:
+def test_same_events_and_messages_as_jsonl(
+    spark: SparkSession, inputs: dict[str, Path], fmt: str
+) -> None:
     reference = ingest_paths(spark, [inputs["jsonl"]])
     other = ingest_paths(spark, [inputs[fmt]])
     assert_df_equality(
-        _comparable(other.events), _comparable(reference.events),
-        ignore_row_order=True, ignore_nullable=True, ignore_metadata=True,
+        _comparable(other.events),
+        _comparable(reference.events),
+        ignore_row_order=True,
+        ignore_nullable=True,
+        ignore_metadata=True,
     )
     assert_df_equality(
-        other.messages, reference.messages,
-        ignore_row_order=True, ignore_nullable=True, ignore_metadata=True,
+        other.messages,
+        reference.messages,
+        ignore_row_order=True,
+        ignore_nullable=True,
+        ignore_metadata=True,
     )
     assert other.quarantine.count() == 0
 
@@ -102,7 +118,9 @@ def test_csv_row_with_wrong_width_is_malformed(spark: SparkSession, tmp_path: Pa
     ]
 
 
-def test_delta_input_defaults_trace_to_table_name(spark: SparkSession, inputs: dict[str, Path], tmp_path: Path) -> None:
+def test_delta_input_defaults_trace_to_table_name(
+    spark: SparkSession, inputs: dict[str, Path], tmp_path: Path
+) -> None:
     table = _arrow(_rows()).drop_columns(["trace_id"])
     write_deltalake(str(tmp_path / "nightly"), table)
     out = ingest_paths(spark, [tmp_path / "nightly"])
@@ -111,8 +129,10 @@ def test_delta_input_defaults_trace_to_table_name(spark: SparkSession, inputs: d
 
 def test_line_numbers_span_file_splits(spark: SparkSession, tmp_path: Path) -> None:
     # a file larger than the split size is read by several tasks; numbering stays global
-    rows = [json.dumps({"process": "a", "seq": i, "kind": "internal", "label": "x" * 200})
-            for i in range(1, 3001)]
+    rows = [
+        json.dumps({"process": "a", "seq": i, "kind": "internal", "label": "x" * 200})
+        for i in range(1, 3001)
+    ]
     rows[1499] = "garbage"
     path = tmp_path / "big.jsonl"
     path.write_text("\n".join(rows) + "\n")

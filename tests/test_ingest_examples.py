@@ -25,7 +25,9 @@ def samples(spark: SparkSession):
     }
 
 
-def test_bad_input_quarantine_matches_expected(samples: dict[str, Any], expected: dict[str, Any]) -> None:
+def test_bad_input_quarantine_matches_expected(
+    samples: dict[str, Any], expected: dict[str, Any]
+) -> None:
     want = expected["bad_input"]
     reasons = Counter(r["reason"] for r in samples["quarantine"] if r["trace_id"] == "bad_input")
     assert dict(reasons) == want["quarantine_reasons"]
@@ -65,15 +67,72 @@ def test_fifo_violation_trace_events(spark: SparkSession, samples: dict[str, Any
     events = samples["frames"].events.where("trace_id = 'fifo_violation'")
     expected = spark.createDataFrame(
         [
-            ("fifo_violation", "A", 0, 1, "send", 0.0, None, 1, 1, "data-samples/fifo_violation.jsonl", 1, None, None),
-            ("fifo_violation", "A", 0, 2, "send", 1.0, None, 1, 2, "data-samples/fifo_violation.jsonl", 2, None, None),
-            ("fifo_violation", "B", 1, 1, "receive", 2.0, None, 0, 1, "data-samples/fifo_violation.jsonl", 3, None, None),
-            ("fifo_violation", "B", 1, 2, "receive", 5.0, None, 0, 2, "data-samples/fifo_violation.jsonl", 4, None, None),
+            (
+                "fifo_violation",
+                "A",
+                0,
+                1,
+                "send",
+                0.0,
+                None,
+                1,
+                1,
+                "data-samples/fifo_violation.jsonl",
+                1,
+                None,
+                None,
+            ),
+            (
+                "fifo_violation",
+                "A",
+                0,
+                2,
+                "send",
+                1.0,
+                None,
+                1,
+                2,
+                "data-samples/fifo_violation.jsonl",
+                2,
+                None,
+                None,
+            ),
+            (
+                "fifo_violation",
+                "B",
+                1,
+                1,
+                "receive",
+                2.0,
+                None,
+                0,
+                1,
+                "data-samples/fifo_violation.jsonl",
+                3,
+                None,
+                None,
+            ),
+            (
+                "fifo_violation",
+                "B",
+                1,
+                2,
+                "receive",
+                5.0,
+                None,
+                0,
+                2,
+                "data-samples/fifo_violation.jsonl",
+                4,
+                None,
+                None,
+            ),
         ],
         tables.table_schema(tables.EVENTS),
     )
-    assert_df_equality(events, expected, ignore_row_order=True, ignore_nullable=True,
-                       ignore_metadata=True)
+    assert_df_equality(
+        events, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
 
 
 def test_multicast_is_one_event_with_one_message_per_destination(samples: dict[str, Any]) -> None:
@@ -82,7 +141,9 @@ def test_multicast_is_one_event_with_one_message_per_destination(samples: dict[s
     p0_send = next(e for e in chat if e["process"] == "P0" and e["lseq"] == 1)
     assert (p0_send["kind"], p0_send["n_msgs"]) == ("send", 2)
     messages = {m["msg_id"]: m for m in samples["messages"] if m["trace_id"] == "causal_chat"}
-    assert {k: (m["src"], m["dst"], m["send_lseq"], m["recv_lseq"]) for k, m in messages.items()} == {
+    assert {
+        k: (m["src"], m["dst"], m["send_lseq"], m["recv_lseq"]) for k, m in messages.items()
+    } == {
         "q1": ("P0", "P1", 1, 1),
         "q2": ("P0", "P2", 1, 2),
         "r0": ("P1", "P0", 2, 2),

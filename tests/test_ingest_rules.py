@@ -31,12 +31,17 @@ def test_kind_aliases_are_case_insensitive(spark: SparkSession, tmp_path: Path) 
     events, _, quarantine = _run(spark, tmp_path, rows)
     assert quarantine == []
     assert sorted((e["process"], e["lseq"], e["kind"]) for e in events) == [
-        ("a", 1, "send"), ("a", 2, "internal"),
-        ("b", 1, "receive"), ("b", 2, "receive"), ("b", 3, "receive"),
+        ("a", 1, "send"),
+        ("a", 2, "internal"),
+        ("b", 1, "receive"),
+        ("b", 2, "receive"),
+        ("b", 3, "receive"),
     ]
 
 
-def test_trace_defaults_to_file_stem_and_seq_to_file_order(spark: SparkSession, tmp_path: Path) -> None:
+def test_trace_defaults_to_file_stem_and_seq_to_file_order(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     rows = [
         {"process": "b", "kind": "internal"},
         {"process": "a", "kind": "send", "msg_id": "m", "peer": "b"},
@@ -47,9 +52,13 @@ def test_trace_defaults_to_file_stem_and_seq_to_file_order(spark: SparkSession, 
     assert quarantine == []
     assert {e["trace_id"] for e in events} == {"run-42"}
     assert sorted((e["process"], e["lseq"], e["kind"], e["line"], e["seq"]) for e in events) == [
-        ("a", 1, "send", 2, None), ("b", 1, "internal", 1, None), ("b", 2, "receive", 4, None),
+        ("a", 1, "send", 2, None),
+        ("b", 1, "internal", 1, None),
+        ("b", 2, "receive", 4, None),
     ]
-    assert [(m["send_lseq"], m["recv_lseq"], m["status"]) for m in messages] == [(1, 2, "delivered")]
+    assert [(m["send_lseq"], m["recv_lseq"], m["status"]) for m in messages] == [
+        (1, 2, "delivered")
+    ]
 
 
 def test_iso_and_numeric_timestamps(spark: SparkSession, tmp_path: Path) -> None:
@@ -63,7 +72,11 @@ def test_iso_and_numeric_timestamps(spark: SparkSession, tmp_path: Path) -> None
     ]
     events, _, quarantine = _run(spark, tmp_path, rows)
     assert sorted((e["lseq"], e["ts"]) for e in events) == [
-        (1, 10.0), (2, 10.5), (3, 12.0), (4, 13.25), (5, 14.0),
+        (1, 10.0),
+        (2, 10.5),
+        (3, 12.0),
+        (4, 13.25),
+        (5, 14.0),
     ]
     assert [(q["line"], q["detail"]) for q in quarantine] == [
         (6, "ts 'yesterday' is neither seconds nor an ISO-8601 time")
@@ -106,10 +119,14 @@ def test_duplicate_events_and_multicast_copies(spark: SparkSession, tmp_path: Pa
     ]
     events, messages, quarantine = _run(spark, tmp_path, rows)
     assert sorted((q["line"], q["reason"]) for q in quarantine) == [
-        (3, "duplicate_event"), (5, "duplicate_event"), (7, "duplicate_event"),
+        (3, "duplicate_event"),
+        (5, "duplicate_event"),
+        (7, "duplicate_event"),
     ]
     assert sorted((e["lseq"], e["kind"], e["n_msgs"]) for e in events) == [
-        (1, "send", 2), (2, "internal", 0), (3, "receive", 0),
+        (1, "send", 2),
+        (2, "internal", 0),
+        (3, "receive", 0),
     ]
     assert sorted(m["msg_id"] for m in messages) == ["m1", "m2", "x"]
 
@@ -158,16 +175,33 @@ def _random_trace(rng: random.Random, trace: str) -> list[Any]:
                 next_msg += 1
                 dst = rng.choice(processes)
                 msg = f"m{next_msg}"
-                rows.append({"trace_id": trace, "process": p, "seq": seq[p], "kind": "send",
-                             "msg_id": msg, "peer": dst, "ts": float(seq[p])})
+                rows.append(
+                    {
+                        "trace_id": trace,
+                        "process": p,
+                        "seq": seq[p],
+                        "kind": "send",
+                        "msg_id": msg,
+                        "peer": dst,
+                        "ts": float(seq[p]),
+                    }
+                )
                 in_transit.append((msg, p, dst))
         elif choice < 0.75 and in_transit:
             msg, src, dst = in_transit.pop(rng.randrange(len(in_transit)))
             seq[p] -= 1
             seq[dst] += 1
-            rows.append({"trace_id": trace, "process": dst, "seq": seq[dst],
-                         "kind": rng.choice(["receive", "recv", "Deliver"]), "msg_id": msg,
-                         "peer": src if rng.random() < 0.8 else None, "ts": float(seq[dst])})
+            rows.append(
+                {
+                    "trace_id": trace,
+                    "process": dst,
+                    "seq": seq[dst],
+                    "kind": rng.choice(["receive", "recv", "Deliver"]),
+                    "msg_id": msg,
+                    "peer": src if rng.random() < 0.8 else None,
+                    "ts": float(seq[dst]),
+                }
+            )
         else:
             rows.append({"trace_id": trace, "process": p, "seq": seq[p], "kind": "internal"})
     corrupted: list[Any] = []
@@ -214,13 +248,21 @@ def test_ingest_agrees_with_reference_on_random_traces(
         files[f"f{t}"] = lines
         (tmp_path / f"f{t}.jsonl").write_text("\n".join(lines) + "\n")
     out = ingest_paths(spark, [tmp_path])
-    got_q = {(q["source"].rsplit("/", 1)[-1], q["line"]): q["reason"] for q in out.quarantine.collect()}
+    got_q = {
+        (q["source"].rsplit("/", 1)[-1], q["line"]): q["reason"] for q in out.quarantine.collect()
+    }
     got_e = {
         (e["trace_id"], e["process"], e["lseq"]): (e["kind"], e["n_msgs"], e["line"])
         for e in out.events.collect()
     }
     got_m = {
-        (m["trace_id"], m["msg_id"]): (m["src"], m["dst"], m["send_lseq"], m["recv_lseq"], m["status"])
+        (m["trace_id"], m["msg_id"]): (
+            m["src"],
+            m["dst"],
+            m["send_lseq"],
+            m["recv_lseq"],
+            m["status"],
+        )
         for m in out.messages.collect()
     }
     want_q: dict[tuple[str, int], str] = {}
@@ -230,10 +272,12 @@ def test_ingest_agrees_with_reference_on_random_traces(
         ref = reference_ingest(lines, name)
         want_q.update({(f"{name}.jsonl", line): r for line, r in ref.quarantine.items()})
         want_e.update({k: (v["kind"], v["n_msgs"], v["line"]) for k, v in ref.events.items()})
-        want_m.update({
-            k: (v["src"], v["dst"], v["send_lseq"], v["recv_lseq"], v["status"])
-            for k, v in ref.messages.items()
-        })
+        want_m.update(
+            {
+                k: (v["src"], v["dst"], v["send_lseq"], v["recv_lseq"], v["status"])
+                for k, v in ref.messages.items()
+            }
+        )
     assert got_q == want_q, f"seed {seed}"
     assert got_e == want_e, f"seed {seed}"
     assert got_m == want_m, f"seed {seed}"

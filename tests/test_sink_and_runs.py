@@ -26,8 +26,12 @@ class InjectedFailure(RuntimeError):
 
 def _ingest(spark: SparkSession, config: Config, warehouse: Path, inputs: list[str], **kw):
     return run_job(
-        "ingest", [ingest_stage(inputs)], spark=spark, config=config,
-        warehouse=Warehouse(spark, warehouse, "deltalake"), **kw,
+        "ingest",
+        [ingest_stage(inputs)],
+        spark=spark,
+        config=config,
+        warehouse=Warehouse(spark, warehouse, "deltalake"),
+        **kw,
     )
 
 
@@ -73,11 +77,15 @@ def test_tables_do_not_depend_on_partitioning(
     spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
     try:
         many = Warehouse(spark, tmp_path / "b", "deltalake")
-        run_job("ingest", [ingest_stage(["data-samples"])], spark=spark, config=config, warehouse=many)
+        run_job(
+            "ingest", [ingest_stage(["data-samples"])], spark=spark, config=config, warehouse=many
+        )
         for table in DATA:
             assert_df_equality(one.read(table), many.read(table), ignore_row_order=True)
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", config.spark.conf["spark.sql.shuffle.partitions"])
+        spark.conf.set(
+            "spark.sql.shuffle.partitions", config.spark.conf["spark.sql.shuffle.partitions"]
+        )
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
 
 
@@ -101,13 +109,19 @@ def test_failed_run_leaves_no_new_version_and_no_staged_files(
     assert files_after == files_before
 
 
-def test_failed_first_run_leaves_no_tables(spark: SparkSession, config: Config, tmp_path: Path) -> None:
+def test_failed_first_run_leaves_no_tables(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
     def fail(table: str) -> None:
         raise InjectedFailure("failing on purpose")
 
     with pytest.raises(InjectedFailure):
         _ingest(spark, config, tmp_path / "wh", ["data-samples"], on_staged=fail)
-    leftovers = [p for p in (tmp_path / "wh").rglob("*") if p.is_file()] if (tmp_path / "wh").exists() else []
+    leftovers = (
+        [p for p in (tmp_path / "wh").rglob("*") if p.is_file()]
+        if (tmp_path / "wh").exists()
+        else []
+    )
     assert leftovers == []
 
 
@@ -126,7 +140,10 @@ def test_runs_table_records_inputs_config_and_versions(
     counts = dict(run["counts"])
     assert counts["rows_read"] == 62
     assert counts["rows_read"] == (
-        counts["internal_events"] + counts["send_rows"] + counts["receive_rows"] + counts["quarantine"]
+        counts["internal_events"]
+        + counts["send_rows"]
+        + counts["receive_rows"]
+        + counts["quarantine"]
     )
 
 
@@ -141,7 +158,10 @@ def test_fingerprint_changes_when_an_input_changes(
     (inputs / "t.jsonl").write_text(sample + "\n")
     os.utime(inputs / "t.jsonl", ns=(1, 1))
     second = _ingest(spark, config, tmp_path / "wh", [str(inputs)])
-    prints = {r["id"]: r["inputs"][0]["fingerprint"] for r in read_delta(tmp_path / "wh" / "runs").to_pylist()}
+    prints = {
+        r["id"]: r["inputs"][0]["fingerprint"]
+        for r in read_delta(tmp_path / "wh" / "runs").to_pylist()
+    }
     assert prints[first.run_id] != prints[second.run_id]
 
 

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -26,6 +27,7 @@ AUDIT_STAGES: tuple[str, ...] = ("ingest",)
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="causal-spark",
+        allow_abbrev=False,
         description="Audit recorded distributed-system message logs into Delta tables.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -33,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
         p.add_argument(
-            "--conf", default=None,
+            "--conf",
+            default=None,
             help="YAML profile (default: the embedded local profile, conf/local.yml)",
         )
         p.add_argument("-v", "--verbose", action="store_true", help="log progress")
@@ -42,8 +45,10 @@ def _parser() -> argparse.ArgumentParser:
         ("ingest", "read message logs into events, messages and quarantine"),
         ("audit", "the main job: ingest, then every analysis stage, under one run id"),
     ):
-        p = sub.add_parser(name, help=text, description=text)
-        p.add_argument("inputs", nargs="+", help="files or folders (.jsonl, .csv, .parquet) or Delta tables")
+        p = sub.add_parser(name, help=text, description=text, allow_abbrev=False)
+        p.add_argument(
+            "inputs", nargs="+", help="files or folders (.jsonl, .csv, .parquet) or Delta tables"
+        )
         common(p)
     return parser
 
@@ -55,8 +60,10 @@ def _stages(command: str, args: argparse.Namespace) -> list[Stage]:
 
 
 def _report(record: RunRecord, out: Callable[[str], None]) -> None:
-    out(f"run {record.run_id} ({record.command}) committed in "
-        f"{(record.end - record.start).total_seconds():.1f} s")
+    out(
+        f"run {record.run_id} ({record.command}) committed in "
+        f"{(record.end - record.start).total_seconds():.1f} s"
+    )
     out(f"{'table':<14}{'rows':>12}{'version':>10}")
     for table, version in record.table_versions.items():
         rows = record.counts.get(table, 1 if table == tables.RUNS else 0)
@@ -75,6 +82,9 @@ def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
     """Parse `argv`, run the job and return its record (raises on failure)."""
     args = _parser().parse_args(list(argv))
     config: Config = load_config(args.conf)
+    for given in getattr(args, "inputs", []):
+        if not Path(given).exists():  # fail before paying for a Spark session
+            raise InputError(f"input path {given} does not exist")
     spark = session or build_session(config.spark)
     warehouse = Warehouse(spark, args.warehouse, config.sink.format)
     return run_job(

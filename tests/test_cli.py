@@ -1,0 +1,87 @@
+"""The command line and the spark-submit jobs, run as a user runs them (subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from causal_spark.app.session import ensure_java
+from tests.conftest import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def _env() -> dict[str, str]:
+    ensure_java()
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+def _run(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+READ_WITH_DELTA_RS = """
+import os, sys
+from deltalake import DeltaTable
+counts = [DeltaTable(os.path.join(sys.argv[1], t)).to_pyarrow_table().num_rows
+          for t in ("events", "messages", "quarantine", "runs")]
+print(*counts)
+sys.stdout.flush()
+# delta-rs issue 2184: its IO threads may abort the interpreter at shutdown
+os._exit(0)
+"""
+
+
+@pytest.mark.slow
+def test_cli_audit_writes_tables_that_delta_rs_reads(tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    done = _run(
+        [str(BIN / "causal-spark"), "audit", "data-samples/", "--warehouse", str(warehouse)]
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "events" in done.stdout and "quarantined" in done.stdout
+    read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse)])
+    assert read.returncode == 0, read.stderr[-3000:]
+    assert read.stdout.split() == ["56", "30", "4", "1"]
+
+
+@pytest.mark.slow
+def test_spark_submit_job_takes_the_same_arguments(tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    done = _run(
+        [
+            str(BIN / "spark-submit"),
+            "--master",
+            "local[2]",
+            "jobs/ingest.py",
+            "data-samples/",
+            "--warehouse",
+            str(warehouse),
+            "--conf",
+            "conf/test.yml",
+        ]
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "run " in done.stdout
+    assert (warehouse / "events" / "_delta_log").is_dir()
+
+
+def test_missing_input_is_a_clear_error_not_a_crash(tmp_path: Path) -> None:
+    done = _run([str(BIN / "causal-spark"), "ingest", "no/such/dir", "--warehouse", str(tmp_path)])
+    assert done.returncode == 2
+    assert "causal-spark: error: input path no/such/dir does not exist" in done.stderr
+
+
+def test_unknown_option_is_rejected(tmp_path: Path) -> None:
+    done = _run([str(BIN / "causal-spark"), "ingest", "data-samples", "--warehous", str(tmp_path)])
+    assert done.returncode == 2
+    assert "--warehouse" in done.stderr
