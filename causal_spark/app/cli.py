@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,6 +16,13 @@ from causal_spark.app.runs import RunRecord, Stage, run_job
 from causal_spark.app.session import build_session
 from causal_spark.app.stages import ingest_stage
 from causal_spark.config import Config, ConfigError, load_config
+from causal_spark.generate import (
+    GeneratorError,
+    GeneratorSpec,
+    Latency,
+    generate_traces,
+    write_generated,
+)
 from causal_spark.sinks import Warehouse, WarehouseError
 from causal_spark.sources import InputError
 
@@ -78,6 +86,29 @@ def _report(record: RunRecord, out: Callable[[str], None]) -> None:
         )
 
 
+def generate(args: argparse.Namespace, session: SparkSession | None = None) -> str:
+    """Write the traces `args` describe; return a one-line summary."""
+    spec = GeneratorSpec(
+        processes=args.processes,
+        events=args.events,
+        topology=args.topology,
+        internal_prob=args.internal_prob,
+        latency=Latency.parse(args.latency),
+        loss=args.loss,
+        traces=args.traces,
+        seed=args.seed,
+    ).validate()
+    config = load_config(args.conf)
+    spark = session or build_session(config.spark)
+    began = time.monotonic()
+    write_generated(generate_traces(spark, spec), args.out, args.format, spec)
+    return (
+        f"wrote {spec.traces} trace(s) x {spec.events} events ({spec.processes} processes, "
+        f"{spec.topology}, latency {args.latency}, loss {spec.loss}) to {args.out} "
+        f"as {args.format} in {time.monotonic() - began:.1f} s"
+    )
+
+
 def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
     """Parse `argv`, run the job and return its record (raises on failure)."""
     args = _parser().parse_args(list(argv))
@@ -99,8 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
+        if arguments[:1] == ["generate"]:
+            print(generate(_parser().parse_args(arguments)))
+            return 0
         record = run(arguments)
-    except (ConfigError, InputError, WarehouseError) as e:
+    except (ConfigError, InputError, WarehouseError, GeneratorError) as e:
         print(f"causal-spark: error: {e}", file=sys.stderr)
         return 2
     _report(record, print)

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -64,6 +65,10 @@ def ensure_java() -> None:
 def build_session(settings: SparkSettings) -> SparkSession:
     """A SparkSession from the profile; under spark-submit, master and resources come from it."""
     ensure_java()
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # local workers must run this interpreter (with pyarrow, numpy, ...), not
+        # whatever `python3` is first on PATH
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(settings.app_name)
     if settings.master and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = builder.master(settings.master)
