@@ -44,15 +44,15 @@ def arrow_schema(table: str) -> pa.Schema:
     return to_arrow_schema(table_schema(table), timezone="UTC")
 
 
-def _castable(data_type: T.DataType) -> T.DataType:
+def nullable_type(data_type: T.DataType) -> T.DataType:
     """`data_type` with nested nulls allowed: Spark cannot cast to non-null elements."""
     if isinstance(data_type, T.ArrayType):
-        return T.ArrayType(_castable(data_type.elementType), True)
+        return T.ArrayType(nullable_type(data_type.elementType), True)
     if isinstance(data_type, T.MapType):
-        return T.MapType(data_type.keyType, _castable(data_type.valueType), True)
+        return T.MapType(data_type.keyType, nullable_type(data_type.valueType), True)
     if isinstance(data_type, T.StructType):
         return T.StructType(
-            [T.StructField(f.name, _castable(f.dataType), True) for f in data_type.fields]
+            [T.StructField(f.name, nullable_type(f.dataType), True) for f in data_type.fields]
         )
     return data_type
 
@@ -76,7 +76,7 @@ def conform(frame: DataFrame, table: str) -> DataFrame:
         )
     columns = []
     for fld in schema.fields:
-        column = F.col(fld.name).cast(_castable(fld.dataType))
+        column = F.col(fld.name).cast(nullable_type(fld.dataType))
         if not fld.nullable:
             column = _not_null(column, table, fld.name)
         columns.append(column.alias(fld.name, metadata=fld.metadata))

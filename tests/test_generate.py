@@ -28,8 +28,14 @@ def _rows(spark: SparkSession, spec: GeneratorSpec, tasks: int | None = None) ->
 @pytest.mark.parametrize("topology", ["all_to_all", "client_server", "ring", "broadcast"])
 def test_generated_traces_are_valid_with_exact_counts(spark: SparkSession, topology: str) -> None:
     spec = GeneratorSpec(
-        processes=5, events=300, topology=topology, internal_prob=0.2,
-        latency=Latency.parse("lognormal:0,1"), loss=0.05, traces=3, seed=3,
+        processes=5,
+        events=300,
+        topology=topology,
+        internal_prob=0.2,
+        latency=Latency.parse("lognormal:0,1"),
+        loss=0.05,
+        traces=3,
+        seed=3,
     )
     rows = _rows(spark, spec)
     by_trace: dict[str, list] = defaultdict(list)
@@ -56,7 +62,9 @@ def test_generated_traces_are_valid_with_exact_counts(spark: SparkSession, topol
         for process_rows in per_process.values():
             ordered = sorted(process_rows, key=lambda r: (r.seq, r.msg_id or ""))
             assert [r.ts for r in ordered] == sorted(r.ts for r in ordered)
-            assert sorted({r.seq for r in ordered}) == list(range(1, len({r.seq for r in ordered}) + 1))
+            assert sorted({r.seq for r in ordered}) == list(
+                range(1, len({r.seq for r in ordered}) + 1)
+            )
         if topology == "ring":
             assert all(int(r.peer[1:]) == (int(r.process[1:]) + 1) % 5 for r in sends.values())
         if topology == "client_server":
@@ -80,7 +88,9 @@ def test_generated_traces_ingest_cleanly(spark: SparkSession, tmp_path: Path) ->
 
 
 def test_same_seed_same_traces_whatever_the_partitioning(spark: SparkSession) -> None:
-    spec = GeneratorSpec(processes=6, events=2_000, topology="broadcast", loss=0.02, traces=3, seed=11)
+    spec = GeneratorSpec(
+        processes=6, events=2_000, topology="broadcast", loss=0.02, traces=3, seed=11
+    )
     one = generate_traces(spark, spec, tasks=1)
     spark.conf.set("spark.sql.shuffle.partitions", "7")
     try:
@@ -99,7 +109,8 @@ def _violations(rows: list) -> tuple[int, int]:
     sends = {r.msg_id: r for r in rows if r.kind == "send"}
     messages = [
         Message(r.msg_id, sends[r.msg_id].process, sends[r.msg_id].seq, r.process, r.seq)
-        for r in rows if r.kind == "receive"
+        for r in rows
+        if r.kind == "receive"
     ]
     fifo, causal = pairwise_violations(dict(lengths), messages)
     return len(fifo), len(causal)
@@ -110,7 +121,9 @@ def test_violations_grow_with_latency_variance(spark: SparkSession) -> None:
     settings = ["uniform:0.95,1.05", "uniform:0.5,1.5", "lognormal:0,1", "lognormal:0,2"]
     counts = []
     for latency in settings:
-        spec = GeneratorSpec(processes=4, events=400, latency=Latency.parse(latency), traces=4, seed=21)
+        spec = GeneratorSpec(
+            processes=4, events=400, latency=Latency.parse(latency), traces=4, seed=21
+        )
         rows = _rows(spark, spec)
         per_trace = defaultdict(list)
         for r in rows:
