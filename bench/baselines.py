@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from causal_spark.generate import GeneratorSpec, allot, process_events
+from causal_spark.ingest import KIND_ALIASES
 
 OUTPUT = pa.schema(
     [
@@ -174,16 +175,7 @@ def generate_reference(spec: GeneratorSpec, out: Path) -> int:
 
 # --------------------------------------------------------------------------- ingest
 
-KINDS = {
-    "send": "send",
-    "snd": "send",
-    "receive": "receive",
-    "recv": "receive",
-    "rcv": "receive",
-    "deliver": "receive",
-    "internal": "internal",
-    "local": "internal",
-}
+KINDS = KIND_ALIASES
 
 
 def ingest_pure_python(source: Path, out: Path) -> int:

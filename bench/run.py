@@ -146,6 +146,7 @@ def main() -> int:
     ) -> None:
         seconds, peak = measure(fn, repeats, tree)
         results.append(Result(stage, impl, events, processes, seconds, peak, repeats))
+        save(results)  # after every measurement: a cut-off sweep still leaves its results
         print(
             f"{stage:9} {impl:12} events={events:>10} processes={processes:>4} "
             f"{seconds:9.2f} s  peak {peak:8.0f} MB",
@@ -221,6 +222,12 @@ def main() -> int:
         shutil.rmtree(case, ignore_errors=True)
 
     spark.stop()
+    save(results)
+    print(f"wrote {HERE / 'results.md'}")
+    return 0
+
+
+def save(results: list[Result]) -> None:
     payload = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
@@ -229,8 +236,6 @@ def main() -> int:
     }
     (HERE / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
     (HERE / "results.md").write_text(render(payload))
-    print(f"wrote {HERE / 'results.md'}")
-    return 0
 
 
 def render(payload: dict) -> str:
