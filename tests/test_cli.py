@@ -72,7 +72,9 @@ def test_spark_submit_job_takes_the_same_arguments(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "run " in done.stdout
-    assert (warehouse / "events" / "_delta_log").is_dir()
+    read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse)])
+    assert read.returncode == 0, read.stderr[-3000:]
+    assert read.stdout.split() == ["56", "30", "4", "1"]
 
 
 def test_missing_input_is_a_clear_error_not_a_crash(tmp_path: Path) -> None:
