@@ -291,19 +291,20 @@ def generate_traces(
     width = len(str(spec.processes - 1))
     spontaneous = _spontaneous(spark, spec, parallel)
     # a message is named by its sender and its copy number there
-    named_sends = spontaneous.where("is_send")
+    named_sends = spontaneous.where("is_send")  # copies of sends, one row per message
     msg_id = F.concat(_names(width, "p", "process"), F.lit("-"), F.col("copy").cast("string"))
-    send_rows = named_sends.select(
+    is_send = F.col("is_send")
+    spontaneous_rows = spontaneous.select(
         "trace",
         "process",
         "t",
         F.lit(0).alias("cls"),
         F.col("ev").alias("k1"),
         F.lit(0).cast("long").alias("k2"),
-        F.lit(C.SEND).alias(C.KIND),
-        msg_id.alias(C.MSG_ID),
-        F.col("dst").alias("other"),
-        F.col("size").alias(C.SIZE_BYTES),
+        F.when(is_send, F.lit(C.SEND)).otherwise(F.lit(C.INTERNAL)).alias(C.KIND),
+        F.when(is_send, msg_id).alias(C.MSG_ID),
+        F.when(is_send, F.col("dst")).alias("other"),
+        F.when(is_send, F.col("size")).alias(C.SIZE_BYTES),
     )
     receive_rows = named_sends.where(~F.col("lost")).select(
         "trace",
@@ -317,19 +318,7 @@ def generate_traces(
         F.col("process").alias("other"),
         F.col("size").alias(C.SIZE_BYTES),
     )
-    internal_rows = spontaneous.where(~F.col("is_send")).select(
-        "trace",
-        "process",
-        "t",
-        F.lit(0).alias("cls"),
-        F.col("ev").alias("k1"),
-        F.lit(0).cast("long").alias("k2"),
-        F.lit(C.INTERNAL).alias(C.KIND),
-        F.lit(None).cast("string").alias(C.MSG_ID),
-        F.lit(None).cast("int").alias("other"),
-        F.lit(None).cast("long").alias(C.SIZE_BYTES),
-    )
-    rows = send_rows.unionByName(receive_rows).unionByName(internal_rows)
+    rows = spontaneous_rows.unionByName(receive_rows)
     # receive order is arrival order: number each process's events by time;
     # the copies of one multicast share (t, cls, k1) and so one seq
     local = Window.partitionBy("trace", "process").orderBy("t", "cls", "k1", "k2")
