@@ -1,19 +1,32 @@
-"""The sequential clock kernel (DESIGN §2): Lamport and vector clocks of one trace.
+"""The sequential clock kernel (DESIGN §2): Lamport and vector clocks of a group of events.
 
-Pure NumPy in, NumPy out, compiled with Numba; no Spark here. Events arrive
-sorted by (pidx, lseq), so process p's events are rows start[p] ..
-start[p] + length[p] - 1 and the event (p, l) is row start[p] + l - 1.
+Pure NumPy in, NumPy out, compiled with Numba; no Spark here. A group is a
+whole trace (component) for the per-trace engine, or one slab of it for the
+distributed engine. Events arrive sorted by (process, lseq) and each
+process's events in the group are consecutive: process p's events are rows
+start[p] .. start[p] + length[p] - 1, with lseq first_lseq[p], first_lseq[p]+1, ...
 
 The traversal is a causal order built on the fly: every process advances
-until it meets a receive whose send has not been processed; it then waits on
-that send (a linked list per send event) and is woken when the send is done.
-Each event is visited once: O(E) steps plus O(E * n) to copy vector clocks.
-If processes are still waiting when nothing can advance, the matched ids form
-a causal cycle: every waiting process waits on a waiting process, and
-following those waits from any of them reaches a cycle, returned as witness.
+until it meets a receive whose send (in the group) has not been processed; it
+then waits on that send (a linked list per send event) and is woken when the
+send is done. Each event is visited once: O(E) steps plus O(E * n) for the
+vector clocks (one fused copy-and-max per event). If processes are still
+waiting when nothing can advance, the matched ids form a causal cycle: every
+waiting process waits on a waiting process, and following those waits from
+any of them reaches a cycle, returned as the witness.
+
+Seeds make the same kernel serve a slab of a larger trace: the first event of
+process p starts from `init_vc[p]`/`init_lamport[p]` (the clocks of p's last
+event before the group), and a receive whose send lies outside the group
+takes the send's clocks from `import_vc`/`import_lamport`. Optionally the
+kernel also tracks, for a set of *entry* events outside the group, the length
+of the longest path from each entry to every event (0 = unreachable): that is
+what the distributed engine needs to resolve Lamport clocks across slabs.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -21,11 +34,24 @@ from numba import njit
 
 @njit(cache=True, nogil=True)
 def _clocks(
-    start: np.ndarray, length: np.ndarray, send_event: np.ndarray, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    start: np.ndarray,
+    length: np.ndarray,
+    first_lseq: np.ndarray,
+    send_event: np.ndarray,
+    import_of: np.ndarray,
+    init_vc: np.ndarray,
+    init_lamport: np.ndarray,
+    import_vc: np.ndarray,
+    import_lamport: np.ndarray,
+    entry_first: np.ndarray,
+    import_entry: np.ndarray,
+    n_entries: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    n = start.shape[0]
     events = send_event.shape[0]
-    vc = np.zeros((events, n), dtype=np.int32)
-    lamport = np.zeros(events, dtype=np.int64)
+    vc = np.empty((events, n), dtype=np.int32)
+    lamport = np.empty(events, dtype=np.int64)
+    dist = np.zeros((events, n_entries), dtype=np.int32)
     done = np.zeros(events, dtype=np.bool_)
     ptr = start.copy()
     end = start + length
@@ -46,19 +72,59 @@ def _clocks(
                 wait_next[p] = wait_head[s]
                 wait_head[s] = p
                 break
-            previous = 0
-            if e > start[p]:
-                for j in range(n):
-                    vc[e, j] = vc[e - 1, j]
-                previous = lamport[e - 1]
+            first = e == start[p]
+            previous = init_lamport[p] if first else lamport[e - 1]
             if s >= 0:
-                for j in range(n):
-                    if vc[s, j] > vc[e, j]:
-                        vc[e, j] = vc[s, j]
+                if first:
+                    for j in range(n):
+                        a = init_vc[p, j]
+                        b = vc[s, j]
+                        vc[e, j] = a if a > b else b
+                else:
+                    for j in range(n):
+                        a = vc[e - 1, j]
+                        b = vc[s, j]
+                        vc[e, j] = a if a > b else b
                 if lamport[s] > previous:
                     previous = lamport[s]
+            elif import_of[e] >= 0:
+                i = import_of[e]
+                if first:
+                    for j in range(n):
+                        a = init_vc[p, j]
+                        b = import_vc[i, j]
+                        vc[e, j] = a if a > b else b
+                else:
+                    for j in range(n):
+                        a = vc[e - 1, j]
+                        b = import_vc[i, j]
+                        vc[e, j] = a if a > b else b
+                if import_lamport[i] > previous:
+                    previous = import_lamport[i]
+            elif first:
+                for j in range(n):
+                    vc[e, j] = init_vc[p, j]
+            else:
+                for j in range(n):
+                    vc[e, j] = vc[e - 1, j]
             lamport[e] = previous + 1
-            vc[e, p] = e - start[p] + 1
+            vc[e, p] = first_lseq[p] + (e - start[p])
+            if n_entries > 0:
+                if first:
+                    if entry_first[p] >= 0:
+                        dist[e, entry_first[p]] = 1
+                else:
+                    for k in range(n_entries):
+                        if dist[e - 1, k] > 0:
+                            dist[e, k] = dist[e - 1, k] + 1
+                if s >= 0:
+                    for k in range(n_entries):
+                        if dist[s, k] > 0 and dist[s, k] + 1 > dist[e, k]:
+                            dist[e, k] = dist[s, k] + 1
+                elif import_of[e] >= 0 and import_entry[import_of[e]] >= 0:
+                    k = import_entry[import_of[e]]
+                    if dist[e, k] < 1:
+                        dist[e, k] = 1
             done[e] = True
             q = wait_head[e]
             while q >= 0:
@@ -68,23 +134,15 @@ def _clocks(
                 q = following
             wait_head[e] = -1
             ptr[p] += 1
-    return vc, lamport, ptr
+    return vc, lamport, dist, ptr
 
 
 @njit(cache=True)
-def _owner(event: int, start: np.ndarray) -> int:
-    # start is sorted: the owner is the last process whose block starts at or before event
-    lo, hi = 0, start.shape[0] - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if start[mid] <= event:
-            lo = mid
-        else:
-            hi = mid - 1
-    # skip empty processes that share the same start
-    while lo + 1 < start.shape[0] and start[lo + 1] <= event:
-        lo += 1
-    return lo
+def _owner(event: int, start: np.ndarray, end: np.ndarray) -> int:
+    for p in range(start.shape[0]):
+        if start[p] <= event < end[p]:
+            return p
+    return -1
 
 
 @njit(cache=True)
@@ -106,7 +164,7 @@ def _cycle(
         seen[p] = steps
         order[steps] = p
         steps += 1
-        p = _owner(send_event[ptr[p]], start)
+        p = _owner(send_event[ptr[p]], start, end)
     first = seen[p]
     rows = np.empty(steps - first, dtype=np.int64)
     for i in range(first, steps):
@@ -122,23 +180,124 @@ class CausalCycleError(ValueError):
         super().__init__(f"causal cycle through {len(receive_rows)} receive(s)")
 
 
+class GroupShapeError(ValueError):
+    """A group's events are not consecutive per process (a bug upstream, or a bad table)."""
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """What a slab needs from outside: clocks entering each process, and imported sends.
+
+    init_vc (n x n int32), init_lamport (n): the clocks of each process's last
+    event before the group (zeros if none). import_vc (m x n), import_lamport
+    (m): the clocks of the m sends outside the group that receives in it take.
+    entry_first (n), import_entry (m), n_entries: entry ids to track path
+    lengths from (-1 = not tracked); n_entries = 0 tracks nothing.
+    """
+
+    init_vc: np.ndarray
+    init_lamport: np.ndarray
+    import_vc: np.ndarray
+    import_lamport: np.ndarray
+    entry_first: np.ndarray
+    import_entry: np.ndarray
+    n_entries: int = 0
+
+    @staticmethod
+    def none(n: int, imports: int = 0) -> Seeds:
+        return Seeds(
+            init_vc=np.zeros((n, n), dtype=np.int32),
+            init_lamport=np.zeros(n, dtype=np.int64),
+            import_vc=np.zeros((imports, n), dtype=np.int32),
+            import_lamport=np.zeros(imports, dtype=np.int64),
+            entry_first=np.full(n, -1, dtype=np.int64),
+            import_entry=np.full(imports, -1, dtype=np.int64),
+        )
+
+
+@dataclass(frozen=True)
+class GroupClocks:
+    vc: np.ndarray  # events x n, int32
+    lamport: np.ndarray  # events, int64
+    dist: np.ndarray  # events x n_entries, int32 (empty unless entries were tracked)
+
+
+def group_layout(proc: np.ndarray, lseq: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, first_lseq) per process of events sorted by (proc, lseq); checks consecutiveness."""
+    length = np.bincount(proc, minlength=n).astype(np.int64)
+    start = np.zeros(n, dtype=np.int64)
+    np.cumsum(length[:-1], out=start[1:])
+    first_lseq = np.ones(n, dtype=np.int64)
+    present = length > 0
+    first_lseq[present] = lseq[start[present]]
+    expected = first_lseq[proc] + np.arange(len(proc)) - start[proc]
+    if len(proc) and not np.array_equal(expected, lseq):
+        bad = int(np.flatnonzero(expected != lseq)[0])
+        raise GroupShapeError(
+            f"process index {int(proc[bad])}: expected lseq {int(expected[bad])}, "
+            f"found {int(lseq[bad])} (lseq must be consecutive within a group)"
+        )
+    return start, first_lseq
+
+
+def group_clocks(
+    proc: np.ndarray,
+    lseq: np.ndarray,
+    send_proc: np.ndarray,
+    send_lseq: np.ndarray,
+    import_of: np.ndarray,
+    n: int,
+    seeds: Seeds | None = None,
+) -> GroupClocks:
+    """Clocks of one group of events sorted by (proc, lseq).
+
+    proc, lseq: the events (proc in 0..n-1, lseq consecutive per process).
+    send_proc, send_lseq: for a receive whose send is in the group, the send
+    event; -1 elsewhere. import_of: for a receive whose send is outside the
+    group, its index into the seeds' import arrays; -1 elsewhere. Raises
+    `CausalCycleError` with the receive rows of a witness cycle when the
+    matched ids are not a valid execution.
+    """
+    seeds = seeds or Seeds.none(n)
+    start, first_lseq = group_layout(proc, lseq, n)
+    length = np.bincount(proc, minlength=n).astype(np.int64)
+    matched = send_proc >= 0
+    send_event = np.full(len(proc), -1, dtype=np.int64)
+    send_event[matched] = (
+        start[send_proc[matched]] + send_lseq[matched] - first_lseq[send_proc[matched]]
+    )
+    if np.any(matched):
+        inside = (send_event[matched] >= start[send_proc[matched]]) & (
+            send_event[matched] < start[send_proc[matched]] + length[send_proc[matched]]
+        )
+        if not np.all(inside):
+            raise GroupShapeError("a receive names a send that is not among the group's events")
+    vc, lamport, dist, ptr = _clocks(
+        start,
+        length,
+        first_lseq,
+        send_event,
+        import_of.astype(np.int64),
+        seeds.init_vc,
+        seeds.init_lamport,
+        seeds.import_vc,
+        seeds.import_lamport,
+        seeds.entry_first,
+        seeds.import_entry,
+        seeds.n_entries,
+    )
+    if np.any(ptr < start + length):
+        raise CausalCycleError(_cycle(start, start + length, ptr, send_event))
+    return GroupClocks(vc, lamport, dist)
+
+
 def vector_clocks(
     pidx: np.ndarray, lseq: np.ndarray, send_pidx: np.ndarray, send_lseq: np.ndarray, n: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(vc, lamport) of events sorted by (pidx, lseq).
+    """(vc, lamport) of a whole trace's events sorted by (pidx, lseq), lseq = 1..N_p.
 
-    pidx, lseq: int arrays of every event, sorted, lseq = 1..N_p per process.
     send_pidx, send_lseq: for a receive of a delivered message, its send's
-    event; -1 elsewhere. Raises `CausalCycleError` with the receive rows of a
-    witness cycle when the matched ids are not a valid execution.
+    event; -1 elsewhere.
     """
-    length = np.bincount(pidx, minlength=n).astype(np.int64)
-    start = np.zeros(n, dtype=np.int64)
-    np.cumsum(length[:-1], out=start[1:])
-    matched = send_pidx >= 0
-    send_event = np.full(len(pidx), -1, dtype=np.int64)
-    send_event[matched] = start[send_pidx[matched]] + send_lseq[matched] - 1
-    vc, lamport, ptr = _clocks(start, length, send_event, n)
-    if np.any(ptr < start + length):
-        raise CausalCycleError(_cycle(start, start + length, ptr, send_event))
-    return vc, lamport
+    out = group_clocks(pidx, lseq, send_pidx, send_lseq, np.full(len(pidx), -1), n)
+    return out.vc, out.lamport

@@ -1,93 +1,848 @@
-"""Clocks (DESIGN §2): Lamport and vector clocks of every event, per trace on Spark.
+"""Clocks (DESIGN §2): Lamport and vector clocks of every event, at any scale.
 
-The per-trace engine: events are joined to the send of the message they
-receive, grouped by trace, and each group runs the compiled sequential kernel
-of `causal_spark.clock_kernel` inside a grouped Arrow UDF, building the
-output from flat buffers. A trace whose matched ids form a causal cycle gets
-null clocks and a witness cycle (the msg_ids of the receives on it).
+The unit of work is a *component*: the processes of one trace that exchange
+messages with one another (connected components of the trace's process graph,
+`causal_spark.graphs`). Components are independent, so each is processed on
+its own. Each component is cut into `n_slabs` slabs: slab s holds, for every
+process p, its events with floor((lseq - 1) * n_slabs / N_p) = s, so a slab
+is a band of every process's stream.
+
+- **Per-trace engine** (n_slabs = 1): one grouped Arrow UDF per component runs
+  the compiled kernel of `causal_spark.clock_kernel` over all its events and
+  builds the output from flat buffers.
+- **Distributed engine** (n_slabs > 1), for a component too large for one task:
+  1. every slab runs the kernel *symbolically*, seeded with "the last event of
+     p before the slab" and "the send of each message arriving from another
+     slab" as unknowns; for its *export* events (each process's last event in
+     the slab, and every send received in another slab) it records which
+     unknowns reach them, with the in-slab part of their vector clock and the
+     longest in-slab path from each unknown;
+  2. one task per component resolves the export events in a topological order
+     of that small graph (vc = max of the in-slab part and of the resolved
+     unknowns; Lamport = max over unknowns of its Lamport + path length);
+  3. every slab runs the kernel again, seeded with the resolved clocks.
+  The number of Spark rounds is three, whatever the length of causal chains; the
+  work is about twice the per-trace engine's plus the export graph, which is
+  small when slabs are nearly consistent cuts (few messages cross them).
+
+Choice: `auto` uses the per-trace engine for components up to
+`per_trace_max_events` events and slabs of about `slab_events` events beyond;
+`per_trace` and `distributed` force one engine (conf `clocks.engine`).
+
+A component whose matched ids form a causal cycle gets null clocks;
+`trace_clock_status` marks its trace INVALID with a witness cycle.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from numba import njit
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from causal_spark import columns as C
 from causal_spark import tables
-from causal_spark.clock_kernel import CausalCycleError, vector_clocks
+from causal_spark.clock_kernel import CausalCycleError, Seeds, group_clocks, group_layout
+from causal_spark.graphs import COMPONENT, GraphBackend, checkpoint, connected_components
 
-SEND_PIDX = "send_pidx"
+log = logging.getLogger(__name__)
+
+Engine = Literal["auto", "per_trace", "distributed"]
 VC_ARROW = pa.list_(pa.field("element", pa.int32()))
+
+# helper columns (dropped before anything leaves this module)
+PROC_EVENTS = "proc_events"
+N_PROCS = "n_processes"
+N_SLABS = "n_slabs"
+UNIT_EVENTS = "unit_events"
+SLAB = "slab"
+LINK = "link"
+PEER_PIDX = "peer_pidx"
+PEER_LSEQ = "peer_lseq"
+PEER_SLAB = "peer_slab"
+SEED_VC = "seed_vc"
+SEED_LAMPORT = "seed_lamport"
+INVALID = "invalid"
+NEXT_SLAB = "next_slab"
 CYCLE = "cycle"
+UNIT = [C.TRACE_ID, COMPONENT]
+GROUP = [C.TRACE_ID, COMPONENT, SLAB]
+
+LINK_RECV = "recv"  # a receive in this slab; its send is in the slab or imported
+LINK_OUT = "out"  # a send in this slab whose message is received in another slab
+LINK_SEED = "seed"  # the resolved clocks of a process's last event before this slab
 
 
-def _output_schema() -> T.StructType:
-    events = tables.table_schema(tables.EVENTS)
-    fields = [
-        T.StructField(f.name, tables.nullable_type(f.dataType), True, f.metadata)
-        for f in events.fields
-    ]
-    return T.StructType([*fields, T.StructField(CYCLE, T.ArrayType(T.StringType()), True)])
+@dataclass(frozen=True)
+class ClockSettings:
+    """How clocks are computed (conf `clocks:`)."""
+
+    engine: Engine = "auto"
+    per_trace_max_events: int = 20_000_000
+    slab_events: int = 2_000_000
+    graph_backend: GraphBackend = "auto"
+    checkpoint_interval: int = 2
 
 
-def trace_clocks(table: pa.Table) -> pa.Table:
-    """One trace's events (+ send_pidx, send_lseq, msg_id of receives) -> events with clocks.
+@dataclass(frozen=True)
+class ClockResult:
+    """Events with clocks, and the units (components) they were computed in.
 
-    Pure Arrow in, Arrow out: the kernel of the grouped UDF, testable without Spark.
+    events: the `events` columns with `lamport` and `vc` (null for a component
+    with a causal cycle). plan: one row per (trace, process) with its
+    component, N_p, the trace's n, the component's events and slabs (small,
+    checkpointed).
+    rounds: Spark rounds spent on components and on the clock passes.
     """
-    order = pc.sort_indices(table, [(C.PIDX, "ascending"), (C.LSEQ, "ascending")])
-    table = table.take(order)
-    pidx = table.column(C.PIDX).to_numpy().astype(np.int64)
-    lseq = table.column(C.LSEQ).to_numpy().astype(np.int64)
-    send_pidx = table.column(SEND_PIDX).fill_null(-1).to_numpy().astype(np.int64)
-    send_lseq = table.column(C.SEND_LSEQ).fill_null(-1).to_numpy().astype(np.int64)
-    n = int(pidx.max()) + 1 if len(pidx) else 0
-    events = len(pidx)
-    keep = [
-        f.name for f in tables.table_schema(tables.EVENTS).fields if f.name not in (C.LAMPORT, C.VC)
-    ]
-    out = table.select(keep)
-    try:
-        vc, lamport = vector_clocks(pidx, lseq, send_pidx, send_lseq, n)
-    except CausalCycleError as cycle:
-        msg_ids = table.column(C.MSG_ID).take(pa.array(cycle.receive_rows)).to_pylist()
-        witness = pa.array([msg_ids] * events, pa.list_(pa.string()))
-        return (
-            out.append_column(C.LAMPORT, pa.nulls(events, pa.int64()))
-            .append_column(C.VC, pa.nulls(events, VC_ARROW))
-            .append_column(CYCLE, witness)
+
+    events: DataFrame
+    plan: DataFrame
+    component_rounds: int
+    clock_passes: int
+
+
+# ---------------------------------------------------------------------------------------------
+# planning: components, slabs
+
+
+def _n_slabs(settings: ClockSettings) -> Column:
+    events = F.col(UNIT_EVENTS)
+    slabs = F.greatest(F.lit(1), F.ceil(events / F.lit(settings.slab_events))).cast("int")
+    if settings.engine == "per_trace":
+        return F.lit(1)
+    if settings.engine == "distributed":
+        return slabs
+    return F.when(events > settings.per_trace_max_events, slabs).otherwise(F.lit(1))
+
+
+def plan_units(
+    events: DataFrame, messages: DataFrame, settings: ClockSettings
+) -> tuple[DataFrame, int]:
+    """One row per (trace, process): component, N_p, the trace's n and its component's slabs.
+
+    Output: trace_id, pidx, component, proc_events (long), n_processes (int),
+    unit_events (long), n_slabs (int); checkpointed (it is small).
+    """
+    counts = events.groupBy(C.TRACE_ID, C.PIDX).agg(F.count(F.lit(1)).alias(PROC_EVENTS))
+    edges = (
+        messages.where(F.col(C.STATUS) == C.DELIVERED)
+        .select(C.TRACE_ID, C.SRC_PIDX, C.DST_PIDX)
+        .distinct()
+    )
+    found = connected_components(
+        counts.select(C.TRACE_ID, C.PIDX),
+        edges,
+        backend=settings.graph_backend,
+        checkpoint_interval=settings.checkpoint_interval,
+    )
+    per_trace = Window.partitionBy(C.TRACE_ID)
+    per_unit = Window.partitionBy(C.TRACE_ID, COMPONENT)
+    info = (
+        counts.join(found.labels, [C.TRACE_ID, C.PIDX])
+        .withColumn(N_PROCS, (F.max(C.PIDX).over(per_trace) + 1).cast("int"))
+        .withColumn(UNIT_EVENTS, F.sum(PROC_EVENTS).over(per_unit))
+        .withColumn(N_SLABS, _n_slabs(settings))
+        .select(
+            C.TRACE_ID,
+            F.col(C.PIDX).cast("int").alias(C.PIDX),
+            COMPONENT,
+            F.col(PROC_EVENTS).cast("long").alias(PROC_EVENTS),
+            N_PROCS,
+            F.col(UNIT_EVENTS).cast("long").alias(UNIT_EVENTS),
+            N_SLABS,
         )
-    offsets = pa.array(np.arange(0, events * n + 1, n, dtype=np.int32))
-    vectors = pa.ListArray.from_arrays(offsets, pa.array(vc.reshape(-1)), type=VC_ARROW)
+    )
+    return checkpoint(info), found.rounds
+
+
+def _slab_of(lseq: Column, n_slabs: Column, proc_events: Column) -> Column:
+    return F.floor((lseq - 1) * n_slabs / proc_events).cast("int")
+
+
+def _keyed_events(events: DataFrame, info: DataFrame) -> DataFrame:
     return (
-        out.append_column(C.LAMPORT, pa.array(lamport))
-        .append_column(C.VC, vectors)
-        .append_column(CYCLE, pa.nulls(events, pa.list_(pa.string())))
+        events.drop(C.LAMPORT, C.VC)
+        .join(F.broadcast(info), [C.TRACE_ID, C.PIDX])
+        .withColumn(SLAB, _slab_of(F.col(C.LSEQ), F.col(N_SLABS), F.col(PROC_EVENTS)))
     )
 
 
-def with_clocks(events: DataFrame, messages: DataFrame) -> DataFrame:
-    """`events` with `lamport` and `vc` filled, plus `cycle` (null unless the trace is INVALID).
-
-    Requires `events` (the table) and `messages` (the table). Output: the
-    `events` columns and `cycle` array<string>.
-    """
-    receives = messages.where(F.col(C.STATUS) == C.DELIVERED).select(
+def _receive_links(messages: DataFrame, info: DataFrame) -> DataFrame:
+    """Every delivered message as a `recv` link of its receive's slab (with its send's slab)."""
+    senders = info.select(
         C.TRACE_ID,
-        F.col(C.DST_PIDX).alias(C.PIDX),
-        F.col(C.RECV_LSEQ).alias(C.LSEQ),
-        F.col(C.SRC_PIDX).alias(SEND_PIDX),
-        C.SEND_LSEQ,
-        C.MSG_ID,
+        F.col(C.PIDX).alias(PEER_PIDX),
+        F.col(PROC_EVENTS).alias("__send_events"),
     )
-    joined = events.drop(C.LAMPORT, C.VC).join(receives, [C.TRACE_ID, C.PIDX, C.LSEQ], "left")
-    return joined.groupBy(C.TRACE_ID).applyInArrow(trace_clocks, _output_schema())
+    return (
+        messages.where(F.col(C.STATUS) == C.DELIVERED)
+        .select(
+            C.TRACE_ID,
+            F.col(C.DST_PIDX).alias(C.PIDX),
+            F.col(C.RECV_LSEQ).alias(C.LSEQ),
+            F.col(C.SRC_PIDX).alias(PEER_PIDX),
+            F.col(C.SEND_LSEQ).alias(PEER_LSEQ),
+            C.MSG_ID,
+        )
+        .join(F.broadcast(info), [C.TRACE_ID, C.PIDX])
+        .join(F.broadcast(senders), [C.TRACE_ID, PEER_PIDX])
+        .select(
+            F.lit(LINK_RECV).alias(LINK),
+            C.TRACE_ID,
+            COMPONENT,
+            _slab_of(F.col(C.LSEQ), F.col(N_SLABS), F.col(PROC_EVENTS)).alias(SLAB),
+            C.PIDX,
+            C.LSEQ,
+            PEER_PIDX,
+            PEER_LSEQ,
+            _slab_of(F.col(PEER_LSEQ), F.col(N_SLABS), F.col("__send_events")).alias(PEER_SLAB),
+            C.MSG_ID,
+        )
+    )
 
 
-def clock_cycles(clocked: DataFrame) -> DataFrame:
-    """The INVALID traces of `with_clocks` output: trace_id, cycle (witness msg_ids)."""
-    return clocked.where(F.col(CYCLE).isNotNull()).select(C.TRACE_ID, CYCLE).distinct()
+def _links_schema() -> T.StructType:
+    return T.StructType(
+        [
+            T.StructField(LINK, T.StringType()),
+            T.StructField(C.TRACE_ID, T.StringType()),
+            T.StructField(COMPONENT, T.IntegerType()),
+            T.StructField(SLAB, T.IntegerType()),
+            T.StructField(C.PIDX, T.IntegerType()),
+            T.StructField(C.LSEQ, T.LongType()),
+            T.StructField(PEER_PIDX, T.IntegerType()),
+            T.StructField(PEER_LSEQ, T.LongType()),
+            T.StructField(PEER_SLAB, T.IntegerType()),
+            T.StructField(C.MSG_ID, T.StringType()),
+            T.StructField(SEED_VC, T.ArrayType(T.IntegerType())),
+            T.StructField(SEED_LAMPORT, T.LongType()),
+        ]
+    )
+
+
+def _with_link_columns(frame: DataFrame) -> DataFrame:
+    """`frame` with every links column (missing ones null), in the links schema's order."""
+    schema = _links_schema()
+    return frame.select(
+        *[
+            (F.col(f.name) if f.name in frame.columns else F.lit(None))
+            .cast(f.dataType)
+            .alias(f.name)
+            for f in schema.fields
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# pass 3 (and the whole per-trace engine): exact clocks of one slab, given its seeds
+
+
+def _events_output_schema() -> T.StructType:
+    events = tables.table_schema(tables.EVENTS)
+    return T.StructType(
+        [
+            T.StructField(f.name, tables.nullable_type(f.dataType), True, f.metadata)
+            for f in events.fields
+        ]
+    )
+
+
+def _int_column(table: pa.Table, name: str, fill: int = -1) -> np.ndarray:
+    column = table.column(name)
+    if column.null_count:
+        column = column.fill_null(fill)
+    values: np.ndarray = column.to_numpy().astype(np.int64)
+    return values
+
+
+def _vectors(matrix: np.ndarray) -> pa.Array:
+    rows, n = matrix.shape
+    offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(matrix.reshape(-1)), type=VC_ARROW)
+
+
+def _matrix(vectors: pa.ChunkedArray | pa.Array, n: int) -> np.ndarray:
+    """A list<int> column whose rows all have n entries -> a rows x n int32 matrix."""
+    if isinstance(vectors, pa.ChunkedArray):
+        vectors = vectors.combine_chunks()
+    if len(vectors) == 0:
+        return np.zeros((0, n), dtype=np.int32)
+    flat: np.ndarray = pc.list_flatten(vectors).to_numpy(zero_copy_only=False).astype(np.int32)
+    return flat.reshape(len(vectors), n)
+
+
+@dataclass(frozen=True)
+class _Slab:
+    """A slab's events sorted by (pidx, lseq) and its links, as kernel inputs."""
+
+    events: pa.Table
+    n: int
+    proc: np.ndarray
+    lseq: np.ndarray
+    send_proc: np.ndarray
+    send_lseq: np.ndarray
+    import_of: np.ndarray
+    imports: pa.Table  # the recv links whose send is in another slab, in import order
+    seeds: pa.Table  # LINK_SEED rows
+    outs: pa.Table  # LINK_OUT rows
+    receive_msg: np.ndarray  # msg_id index per event row (-1 if not a receive) for witnesses
+    msg_ids: pa.Array
+
+
+def _slab_inputs(events: pa.Table, links: pa.Table) -> _Slab:
+    order = pc.sort_indices(events, [(C.PIDX, "ascending"), (C.LSEQ, "ascending")])
+    events = events.take(order)
+    proc = _int_column(events, C.PIDX)
+    lseq = _int_column(events, C.LSEQ)
+    n = int(events.column(N_PROCS)[0].as_py())
+    start, first_lseq = group_layout(proc, lseq, n)
+    length = np.bincount(proc, minlength=n)
+    kind = links.column(LINK)
+    receives = links.filter(pc.equal(kind, LINK_RECV))
+    slab = int(events.column(SLAB)[0].as_py())
+    send_proc = np.full(len(proc), -1, dtype=np.int64)
+    send_lseq = np.full(len(proc), -1, dtype=np.int64)
+    import_of = np.full(len(proc), -1, dtype=np.int64)
+    receive_msg = np.full(len(proc), -1, dtype=np.int64)
+    r_proc = _int_column(receives, C.PIDX)
+    r_lseq = _int_column(receives, C.LSEQ)
+    r_row = start[r_proc] + r_lseq - first_lseq[r_proc]
+    if len(r_row) and (
+        np.any(r_row < start[r_proc]) or np.any(r_row >= start[r_proc] + length[r_proc])
+    ):
+        raise ValueError("a receive link names an event that is not in its slab")
+    inside = _int_column(receives, PEER_SLAB) == slab
+    send_proc[r_row[inside]] = _int_column(receives, PEER_PIDX)[inside]
+    send_lseq[r_row[inside]] = _int_column(receives, PEER_LSEQ)[inside]
+    crossing = np.flatnonzero(~inside)
+    import_of[r_row[crossing]] = np.arange(len(crossing))
+    receive_msg[r_row] = np.arange(len(r_row))
+    return _Slab(
+        events=events,
+        n=n,
+        proc=proc,
+        lseq=lseq,
+        send_proc=send_proc,
+        send_lseq=send_lseq,
+        import_of=import_of,
+        imports=receives.take(pa.array(crossing, pa.int64())),
+        seeds=links.filter(pc.equal(kind, LINK_SEED)),
+        outs=links.filter(pc.equal(kind, LINK_OUT)),
+        receive_msg=receive_msg,
+        msg_ids=receives.column(C.MSG_ID).combine_chunks(),
+    )
+
+
+def _resolved_seeds(slab: _Slab) -> Seeds:
+    seeds = Seeds.none(slab.n, len(slab.imports))
+    if len(slab.seeds):
+        at = _int_column(slab.seeds, C.PIDX)
+        seeds.init_vc[at] = _matrix(slab.seeds.column(SEED_VC), slab.n)
+        seeds.init_lamport[at] = _int_column(slab.seeds, SEED_LAMPORT, 0)
+    if len(slab.imports):
+        if slab.imports.column(SEED_VC).null_count:
+            raise ValueError("an imported send has no resolved clocks")
+        seeds.import_vc[:] = _matrix(slab.imports.column(SEED_VC), slab.n)
+        seeds.import_lamport[:] = _int_column(slab.imports, SEED_LAMPORT, 0)
+    return seeds
+
+
+def _exact_slab_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
+    """Pass 3 / per-trace engine: one slab's events with exact clocks (null if INVALID)."""
+    out_names = [f.name for f in _events_output_schema().fields]
+    keep = [name for name in out_names if name not in (C.LAMPORT, C.VC)]
+    if len(events) == 0:
+        return pa.Table.from_pylist([], schema=_arrow_events_schema())
+    slab = _slab_inputs(events, links)
+    rows = len(slab.proc)
+    body = slab.events.select(keep)
+    invalid = bool(pc.any(slab.events.column(INVALID)).as_py())
+    if not invalid:
+        try:
+            found = group_clocks(
+                slab.proc,
+                slab.lseq,
+                slab.send_proc,
+                slab.send_lseq,
+                slab.import_of,
+                slab.n,
+                _resolved_seeds(slab),
+            )
+        except CausalCycleError:
+            invalid = True
+    if invalid:
+        return body.append_column(C.LAMPORT, pa.nulls(rows, pa.int64())).append_column(
+            C.VC, pa.nulls(rows, VC_ARROW)
+        )
+    return body.append_column(C.LAMPORT, pa.array(found.lamport)).append_column(
+        C.VC, _vectors(found.vc)
+    )
+
+
+def _arrow_events_schema() -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(_events_output_schema(), timezone="UTC")
+
+
+# ---------------------------------------------------------------------------------------------
+# pass 1: symbolic clocks of a slab's export events
+
+
+def _exports_schema() -> T.StructType:
+    return T.StructType(
+        [
+            T.StructField(C.TRACE_ID, T.StringType()),
+            T.StructField(COMPONENT, T.IntegerType()),
+            T.StructField(C.PIDX, T.IntegerType()),
+            T.StructField(C.LSEQ, T.LongType()),
+            T.StructField("vin", T.ArrayType(T.IntegerType())),
+            T.StructField("vdep", T.ArrayType(T.LongType())),
+            T.StructField("local_lamport", T.LongType()),
+            T.StructField("ldep_pidx", T.ArrayType(T.IntegerType())),
+            T.StructField("ldep_lseq", T.ArrayType(T.LongType())),
+            T.StructField("ldep_dist", T.ArrayType(T.IntegerType())),
+            T.StructField(NEXT_SLAB, T.IntegerType()),
+            T.StructField(CYCLE, T.BooleanType()),
+        ]
+    )
+
+
+def _symbolic_slab(events: pa.Table, links: pa.Table) -> pa.Table:
+    """Pass 1: for each export event, its in-slab vc, the unknowns it depends on, path lengths."""
+    if len(events) == 0:
+        return _arrow(_exports_schema()).empty_table()
+    slab = _slab_inputs(events, links)
+    n = slab.n
+    trace = slab.events.column(C.TRACE_ID)[0].as_py()
+    component = slab.events.column(COMPONENT)[0].as_py()
+    start, first_lseq = group_layout(slab.proc, slab.lseq, n)
+    length = np.bincount(slab.proc, minlength=n)
+    present = length > 0
+    # unknowns: each present process's last event before the slab, then each imported send
+    frontier_procs = np.flatnonzero(present & (first_lseq > 1))
+    entry_first = np.full(n, -1, dtype=np.int64)
+    entry_first[frontier_procs] = np.arange(len(frontier_procs))
+    imp_proc = _int_column(slab.imports, PEER_PIDX)
+    imp_lseq = _int_column(slab.imports, PEER_LSEQ)
+    keys = np.stack([imp_proc, imp_lseq], axis=1) if len(imp_proc) else np.zeros((0, 2), np.int64)
+    distinct, import_key = np.unique(keys, axis=0, return_inverse=True)
+    import_key = import_key.reshape(-1)
+    entry_proc = np.concatenate([frontier_procs, distinct[:, 0]]).astype(np.int64)
+    entry_lseq = np.concatenate([first_lseq[frontier_procs] - 1, distinct[:, 1]]).astype(np.int64)
+    seeds = Seeds.none(n, len(imp_proc))
+    seeds = Seeds(
+        init_vc=seeds.init_vc,
+        init_lamport=seeds.init_lamport,
+        import_vc=seeds.import_vc,
+        import_lamport=seeds.import_lamport,
+        entry_first=entry_first,
+        import_entry=(len(frontier_procs) + import_key).astype(np.int64),
+        n_entries=len(entry_proc),
+    )
+    seeds.init_vc[frontier_procs, frontier_procs] = first_lseq[frontier_procs] - 1
+    if len(imp_proc):
+        seeds.import_vc[np.arange(len(imp_proc)), imp_proc] = imp_lseq
+    schema = _exports_schema()
+    try:
+        found = group_clocks(
+            slab.proc, slab.lseq, slab.send_proc, slab.send_lseq, slab.import_of, n, seeds
+        )
+    except CausalCycleError:
+        return pa.Table.from_pylist(
+            [{C.TRACE_ID: trace, COMPONENT: component, CYCLE: True}],
+            schema=_arrow(schema),
+        )
+    # export rows: each present process's last event, and every send received elsewhere
+    last_rows = (start + length - 1)[present]
+    out_rows = (
+        start[_int_column(slab.outs, C.PIDX)]
+        + _int_column(slab.outs, C.LSEQ)
+        - first_lseq[_int_column(slab.outs, C.PIDX)]
+    )
+    rows = np.unique(np.concatenate([last_rows, out_rows]).astype(np.int64))
+    g = found.vc[rows].astype(np.int64)
+    # an import can carry a later event of q than the slab holds: only [first, last] is in-slab
+    last_lseq = first_lseq + length - 1
+    inslab = present[None, :] & (g >= first_lseq[None, :]) & (g <= last_lseq[None, :])
+    vin = np.where(inslab, g, 0).astype(np.int32)
+    frontier_of = np.where(present & (first_lseq > 1), first_lseq - 1, 0)
+    vdep = np.where(inslab, frontier_of[None, :], np.where(g > 0, g, 0)).astype(np.int64)
+    dist = found.dist[rows]
+    reach_rows, reach_entries = np.nonzero(dist > 0)
+    counts = np.bincount(reach_rows, minlength=len(rows))
+    offsets = np.zeros(len(rows) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    proc_events = _int_column(slab.events, PROC_EVENTS)
+    n_slabs = int(slab.events.column(N_SLABS)[0].as_py())
+    row_lseq = slab.lseq[rows]
+    row_proc = slab.proc[rows]
+    is_last = np.isin(rows, last_rows) & (row_lseq < proc_events[rows])
+    next_slab = np.where(is_last, (row_lseq * n_slabs) // proc_events[rows], -1)
+
+    def lists(values: np.ndarray, kind: pa.DataType) -> pa.Array:
+        return pa.ListArray.from_arrays(
+            pa.array(offsets), pa.array(values, kind), type=pa.list_(pa.field("element", kind))
+        )
+
+    count = len(rows)
+    return pa.table(
+        {
+            C.TRACE_ID: pa.array([trace] * count, pa.string()),
+            COMPONENT: pa.array(np.full(count, component), pa.int32()),
+            C.PIDX: pa.array(row_proc, pa.int32()),
+            C.LSEQ: pa.array(row_lseq, pa.int64()),
+            "vin": _list_matrix(vin, pa.int32()),
+            "vdep": _list_matrix(vdep, pa.int64()),
+            "local_lamport": pa.array(found.lamport[rows], pa.int64()),
+            "ldep_pidx": lists(entry_proc[reach_entries], pa.int32()),
+            "ldep_lseq": lists(entry_lseq[reach_entries], pa.int64()),
+            "ldep_dist": lists(dist[reach_rows, reach_entries], pa.int32()),
+            NEXT_SLAB: pa.array(np.where(next_slab >= 0, next_slab, 0), pa.int32(), mask=~is_last),
+            CYCLE: pa.array(np.zeros(count, dtype=bool)),
+        },
+        schema=_arrow(schema),
+    )
+
+
+def _list_matrix(matrix: np.ndarray, kind: pa.DataType) -> pa.Array:
+    rows, n = matrix.shape
+    offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32))
+    return pa.ListArray.from_arrays(
+        offsets, pa.array(matrix.reshape(-1), kind), type=pa.list_(pa.field("element", kind))
+    )
+
+
+def _arrow(schema: T.StructType) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+# ---------------------------------------------------------------------------------------------
+# pass 2: resolve the export graph of one component
+
+
+@njit(cache=True)
+def _resolve(
+    vin: np.ndarray,
+    vdep_node: np.ndarray,
+    local_lamport: np.ndarray,
+    dep_ptr: np.ndarray,
+    dep_node: np.ndarray,
+    dep_dist: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    nodes, n = vin.shape
+    indegree = np.zeros(nodes, dtype=np.int64)
+    for x in range(nodes):
+        indegree[x] = dep_ptr[x + 1] - dep_ptr[x]
+    # reverse adjacency (dep -> dependants) in CSR
+    out_count = np.zeros(nodes + 1, dtype=np.int64)
+    for i in range(dep_node.shape[0]):
+        out_count[dep_node[i] + 1] += 1
+    for x in range(nodes):
+        out_count[x + 1] += out_count[x]
+    fill = out_count[:-1].copy()
+    dependants = np.empty(dep_node.shape[0], dtype=np.int64)
+    for x in range(nodes):
+        for i in range(dep_ptr[x], dep_ptr[x + 1]):
+            d = dep_node[i]
+            dependants[fill[d]] = x
+            fill[d] += 1
+    vc = vin.copy()
+    lamport = local_lamport.copy()
+    queue = np.empty(nodes, dtype=np.int64)
+    head = 0
+    tail = 0
+    for x in range(nodes):
+        if indegree[x] == 0:
+            queue[tail] = x
+            tail += 1
+    while head < tail:
+        x = queue[head]
+        head += 1
+        for q in range(n):
+            d = vdep_node[x, q]
+            if d >= 0:
+                for j in range(n):
+                    if vc[d, j] > vc[x, j]:
+                        vc[x, j] = vc[d, j]
+        for i in range(dep_ptr[x], dep_ptr[x + 1]):
+            candidate = lamport[dep_node[i]] + dep_dist[i]
+            if candidate > lamport[x]:
+                lamport[x] = candidate
+        for i in range(out_count[x], out_count[x + 1]):
+            y = dependants[i]
+            indegree[y] -= 1
+            if indegree[y] == 0:
+                queue[tail] = y
+                tail += 1
+    return vc, lamport, tail == nodes
+
+
+def _resolved_schema() -> T.StructType:
+    return T.StructType(
+        [
+            T.StructField(C.TRACE_ID, T.StringType()),
+            T.StructField(COMPONENT, T.IntegerType()),
+            T.StructField(C.PIDX, T.IntegerType()),
+            T.StructField(C.LSEQ, T.LongType()),
+            T.StructField(SEED_VC, T.ArrayType(T.IntegerType())),
+            T.StructField(SEED_LAMPORT, T.LongType()),
+            T.StructField(NEXT_SLAB, T.IntegerType()),
+            T.StructField(CYCLE, T.BooleanType()),
+        ]
+    )
+
+
+def _resolve_component(exports: pa.Table) -> pa.Table:
+    """Pass 2: exact clocks of every export event of one component."""
+    schema = _arrow(_resolved_schema())
+    trace = exports.column(C.TRACE_ID)[0].as_py()
+    component = exports.column(COMPONENT)[0].as_py()
+    invalid = pa.Table.from_pylist(
+        [{C.TRACE_ID: trace, COMPONENT: component, CYCLE: True}], schema=schema
+    )
+    if pc.any(exports.column(CYCLE)).as_py():
+        return invalid
+    order = pc.sort_indices(exports, [(C.PIDX, "ascending"), (C.LSEQ, "ascending")])
+    exports = exports.take(order)
+    proc = _int_column(exports, C.PIDX)
+    lseq = _int_column(exports, C.LSEQ)
+    span = int(lseq.max()) + 2
+    key = proc * span + lseq
+    if np.any(np.diff(key) == 0):
+        keep = np.concatenate([[True], np.diff(key) != 0])
+        exports = exports.filter(pa.array(keep))
+        proc, lseq, key = proc[keep], lseq[keep], key[keep]
+    vin = np.ascontiguousarray(_matrix(exports.column("vin"), len(exports.column("vin")[0])))
+    n = vin.shape[1]
+
+    def node_of(dep_proc: np.ndarray, dep_lseq: np.ndarray) -> np.ndarray:
+        wanted = dep_proc * span + dep_lseq
+        at = np.searchsorted(key, wanted)
+        at: np.ndarray = np.minimum(at, len(key) - 1)
+        if len(wanted) and not np.array_equal(key[at], wanted):
+            raise ValueError(f"trace {trace}: a slab depends on an event no slab exported")
+        return at
+
+    vdep = _matrix_long(exports.column("vdep"), n)
+    vdep_node = np.full(vdep.shape, -1, dtype=np.int64)
+    wanted = np.nonzero(vdep > 0)
+    vdep_node[wanted] = node_of(wanted[1].astype(np.int64), vdep[wanted])
+    dep_lists = exports.column("ldep_pidx").combine_chunks()
+    dep_ptr = dep_lists.offsets.to_numpy().astype(np.int64)
+    dep_ptr = dep_ptr - dep_ptr[0]
+    dep_proc = pc.list_flatten(dep_lists).to_numpy().astype(np.int64)
+    dep_lseq = pc.list_flatten(exports.column("ldep_lseq").combine_chunks()).to_numpy()
+    dep_dist = pc.list_flatten(exports.column("ldep_dist").combine_chunks()).to_numpy()
+    dep_node = node_of(dep_proc, dep_lseq.astype(np.int64))
+    vc, lamport, complete = _resolve(
+        vin,
+        vdep_node,
+        _int_column(exports, "local_lamport"),
+        dep_ptr,
+        dep_node.astype(np.int64),
+        dep_dist.astype(np.int64),
+    )
+    if not complete:
+        return invalid
+    return pa.table(
+        {
+            C.TRACE_ID: exports.column(C.TRACE_ID),
+            COMPONENT: exports.column(COMPONENT),
+            C.PIDX: exports.column(C.PIDX),
+            C.LSEQ: exports.column(C.LSEQ),
+            SEED_VC: _list_matrix(vc.astype(np.int32), pa.int32()),
+            SEED_LAMPORT: pa.array(lamport, pa.int64()),
+            NEXT_SLAB: exports.column(NEXT_SLAB),
+            CYCLE: pa.array(np.zeros(len(exports), dtype=bool)),
+        },
+        schema=schema,
+    )
+
+
+def _matrix_long(vectors: pa.ChunkedArray, n: int) -> np.ndarray:
+    combined = vectors.combine_chunks()
+    if len(combined) == 0:
+        return np.zeros((0, n), dtype=np.int64)
+    flat: np.ndarray = pc.list_flatten(combined).to_numpy().astype(np.int64)
+    return flat.reshape(len(combined), n)
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine
+
+
+def with_clocks(
+    events: DataFrame, messages: DataFrame, settings: ClockSettings | None = None
+) -> ClockResult:
+    """`events` with `lamport` and `vc` (DESIGN §2) computed by the engine `settings` choose.
+
+    Requires the `events` and `messages` tables (columns as in schemas/).
+    Output events: the `events` columns; a component whose matched ids form
+    a causal cycle gets null `lamport` and `vc` (see `trace_clock_status`).
+    """
+    settings = settings or ClockSettings()
+    info, component_rounds = plan_units(events, messages, settings)
+    keyed = _keyed_events(events, info)
+    receives = _receive_links(messages, info)
+    distributed = not info.where(F.col(N_SLABS) > 1).isEmpty()
+    if not distributed:
+        links = _with_link_columns(receives)
+        clocked = _exact_pass(keyed.withColumn(INVALID, F.lit(False)), links)
+        return ClockResult(clocked, info, component_rounds, 1)
+
+    split = F.col(N_SLABS) > 1
+    slab_events = keyed.where(split).select(*GROUP, C.PIDX, C.LSEQ, PROC_EVENTS, N_SLABS, N_PROCS)
+    crossing = receives.where(F.col(PEER_SLAB) != F.col(SLAB))
+    outs = crossing.select(
+        F.lit(LINK_OUT).alias(LINK),
+        C.TRACE_ID,
+        COMPONENT,
+        F.col(PEER_SLAB).alias(SLAB),
+        F.col(PEER_PIDX).alias(C.PIDX),
+        F.col(PEER_LSEQ).alias(C.LSEQ),
+    )
+    split_units = info.where(split).select(*UNIT).distinct()
+    symbolic_links = _with_link_columns(
+        receives.join(F.broadcast(split_units), UNIT).unionByName(outs, allowMissingColumns=True)
+    )
+    exports = (
+        slab_events.groupBy(*GROUP)
+        .cogroup(symbolic_links.groupBy(*GROUP))
+        .applyInArrow(_symbolic_slab, _exports_schema())
+    )
+    resolved = checkpoint(
+        exports.groupBy(*UNIT).applyInArrow(_resolve_component, _resolved_schema())
+    )
+    bad_units = resolved.where(F.col(CYCLE)).select(*UNIT).distinct()
+    good = resolved.where(~F.col(CYCLE))
+    imported = crossing.join(
+        good.select(
+            C.TRACE_ID,
+            COMPONENT,
+            F.col(C.PIDX).alias(PEER_PIDX),
+            F.col(C.LSEQ).alias(PEER_LSEQ),
+            SEED_VC,
+            SEED_LAMPORT,
+        ),
+        [C.TRACE_ID, COMPONENT, PEER_PIDX, PEER_LSEQ],
+        "left",
+    )
+    seeds = good.where(F.col(NEXT_SLAB).isNotNull()).select(
+        F.lit(LINK_SEED).alias(LINK),
+        C.TRACE_ID,
+        COMPONENT,
+        F.col(NEXT_SLAB).alias(SLAB),
+        C.PIDX,
+        C.LSEQ,
+        SEED_VC,
+        SEED_LAMPORT,
+    )
+    links = _with_link_columns(
+        receives.where(F.col(PEER_SLAB) == F.col(SLAB))
+        .unionByName(imported, allowMissingColumns=True)
+        .unionByName(seeds, allowMissingColumns=True)
+    )
+    flagged = keyed.join(
+        F.broadcast(bad_units.withColumn(INVALID, F.lit(True))), UNIT, "left"
+    ).withColumn(INVALID, F.coalesce(F.col(INVALID), F.lit(False)))
+    clocked = _exact_pass(flagged, links)
+    return ClockResult(clocked, info, component_rounds, 3)
+
+
+def _exact_pass(keyed: DataFrame, links: DataFrame) -> DataFrame:
+    return (
+        keyed.groupBy(*GROUP)
+        .cogroup(links.groupBy(*GROUP))
+        .applyInArrow(_exact_slab_clocks, _events_output_schema())
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# trace status: INVALID traces and their witness cycles
+
+CLOCK_STATUS_OK = "ok"
+CLOCK_STATUS_INVALID = "INVALID"
+
+
+def _witness(events: pa.Table, links: pa.Table) -> pa.Table:
+    """One component as a single slab: its witness cycle (msg_ids), or no row if none."""
+    schema = pa.schema([(C.TRACE_ID, pa.string()), (CYCLE, pa.list_(pa.string()))])
+    slab = _slab_inputs(events, links)
+    try:
+        group_clocks(slab.proc, slab.lseq, slab.send_proc, slab.send_lseq, slab.import_of, slab.n)
+    except CausalCycleError as cycle:
+        ids = slab.msg_ids.take(pa.array(slab.receive_msg[cycle.receive_rows])).to_pylist()
+        trace = slab.events.column(C.TRACE_ID)[0].as_py()
+        return pa.table({C.TRACE_ID: [trace], CYCLE: [ids]}, schema=schema)
+    return schema.empty_table()
+
+
+def trace_clock_status(
+    clocked: DataFrame, events: DataFrame, messages: DataFrame, plan: DataFrame
+) -> DataFrame:
+    """One row per trace: its size, how its clocks were computed, ok or INVALID with a witness.
+
+    clocked: `with_clocks(...).events`, best read back from where it was
+    written (this costs one narrow scan of `lamport`). events, messages: the
+    tables it was computed from; plan: `with_clocks(...).plan`. The witness of
+    an INVALID component is found by running that component once more as one
+    group, which only corrupt components pay for.
+    Output: the columns of the `trace_clocks` table.
+    """
+    broken = checkpoint(
+        clocked.where(F.col(C.LAMPORT).isNull())
+        .select(C.TRACE_ID, C.PIDX)
+        .distinct()
+        .join(F.broadcast(plan.select(C.TRACE_ID, C.PIDX, COMPONENT)), [C.TRACE_ID, C.PIDX])
+        .select(*UNIT)
+        .distinct()
+    )
+    witness_schema = T.StructType(
+        [
+            T.StructField(C.TRACE_ID, T.StringType()),
+            T.StructField(CYCLE, T.ArrayType(T.StringType())),
+        ]
+    )
+    if broken.isEmpty():
+        witnesses = clocked.sparkSession.createDataFrame([], witness_schema)
+    else:
+        info = plan.join(F.broadcast(broken), UNIT).withColumn(N_SLABS, F.lit(1))
+        keyed = _keyed_events(events, info)
+        links = _with_link_columns(_receive_links(messages, info))
+        witnesses = (
+            keyed.groupBy(*GROUP)
+            .cogroup(links.groupBy(*GROUP))
+            .applyInArrow(_witness, witness_schema)
+            .groupBy(C.TRACE_ID)
+            .agg(F.min(CYCLE).alias(CYCLE))
+        )
+    per_trace = plan.groupBy(C.TRACE_ID).agg(
+        F.first(N_PROCS).alias(N_PROCS),
+        F.sum(PROC_EVENTS).alias("n_events"),
+        F.count_distinct(COMPONENT).alias("n_components"),
+        F.max(N_SLABS).alias(N_SLABS),
+    )
+    return per_trace.join(witnesses, C.TRACE_ID, "left").select(
+        C.TRACE_ID,
+        N_PROCS,
+        F.col("n_events").cast("long").alias("n_events"),
+        F.col("n_components").cast("int").alias("n_components"),
+        F.when(F.col(N_SLABS) > 1, F.lit("distributed"))
+        .otherwise(F.lit("per_trace"))
+        .alias("engine"),
+        F.col(N_SLABS).cast("int").alias(N_SLABS),
+        F.when(F.col(CYCLE).isNotNull(), F.lit(CLOCK_STATUS_INVALID))
+        .otherwise(F.lit(CLOCK_STATUS_OK))
+        .alias("status"),
+        CYCLE,
+    )
