@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -50,11 +49,11 @@ from pyspark.sql import types as T
 from causal_spark import columns as C
 from causal_spark import tables
 from causal_spark.clock_kernel import CausalCycleError, Seeds, group_clocks, group_layout
-from causal_spark.graphs import COMPONENT, GraphBackend, checkpoint, connected_components
+from causal_spark.config import ClockSettings
+from causal_spark.graphs import COMPONENT, checkpoint, connected_components
 
 log = logging.getLogger(__name__)
 
-Engine = Literal["auto", "per_trace", "distributed"]
 VC_ARROW = pa.list_(pa.field("element", pa.int32()))
 
 # helper columns (dropped before anything leaves this module)
@@ -78,17 +77,6 @@ GROUP = [C.TRACE_ID, COMPONENT, SLAB]
 LINK_RECV = "recv"  # a receive in this slab; its send is in the slab or imported
 LINK_OUT = "out"  # a send in this slab whose message is received in another slab
 LINK_SEED = "seed"  # the resolved clocks of a process's last event before this slab
-
-
-@dataclass(frozen=True)
-class ClockSettings:
-    """How clocks are computed (conf `clocks:`)."""
-
-    engine: Engine = "auto"
-    per_trace_max_events: int = 20_000_000
-    slab_events: int = 2_000_000
-    graph_backend: GraphBackend = "auto"
-    checkpoint_interval: int = 2
 
 
 @dataclass(frozen=True)
@@ -627,8 +615,7 @@ def _resolve_component(exports: pa.Table) -> pa.Table:
 
     def node_of(dep_proc: np.ndarray, dep_lseq: np.ndarray) -> np.ndarray:
         wanted = dep_proc * span + dep_lseq
-        at = np.searchsorted(key, wanted)
-        at: np.ndarray = np.minimum(at, len(key) - 1)
+        at: np.ndarray = np.minimum(np.searchsorted(key, wanted), len(key) - 1)
         if len(wanted) and not np.array_equal(key[at], wanted):
             raise ValueError(f"trace {trace}: a slab depends on an event no slab exported")
         return at

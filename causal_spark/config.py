@@ -42,11 +42,30 @@ class IngestSettings:
     parquet_extensions: tuple[str, ...] = (".parquet",)
 
 
+ClockEngine = Literal["auto", "per_trace", "distributed"]
+GraphBackend = Literal["auto", "joins", "graphframes"]
+_ENGINES: tuple[str, ...] = ("auto", "per_trace", "distributed")
+_GRAPH_BACKENDS: tuple[str, ...] = ("auto", "joins", "graphframes")
+
+
+@dataclass(frozen=True)
+class ClockSettings:
+    """How clocks are computed (section `clocks:`); see `causal_spark.clocks`."""
+
+    engine: ClockEngine = "auto"
+    per_trace_max_events: int = 20_000_000
+    slab_events: int = 2_000_000
+    graph_backend: GraphBackend = "auto"
+    checkpoint_interval: int = 2
+    matrix: bool = False
+
+
 @dataclass(frozen=True)
 class Config:
     spark: SparkSettings = field(default_factory=SparkSettings)
     sink: SinkSettings = field(default_factory=SinkSettings)
     ingest: IngestSettings = field(default_factory=IngestSettings)
+    clocks: ClockSettings = field(default_factory=ClockSettings)
     profile: str = DEFAULT_PROFILE
 
     def to_json(self) -> str:
@@ -71,7 +90,7 @@ def _section(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 
 def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
     """Build a `Config` from a parsed YAML mapping, rejecting unknown keys."""
-    _require_keys("<top>", raw, {"spark", "sink", "ingest"})
+    _require_keys("<top>", raw, {"spark", "sink", "ingest", "clocks"})
     spark_raw = _section(raw, "spark")
     _require_keys("spark", spark_raw, {"master", "app_name", "conf"})
     spark_conf = spark_raw.get("conf") or {}
@@ -101,7 +120,43 @@ def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
         spark=spark,
         sink=SinkSettings(format=sink_format),  # type: ignore[arg-type]
         ingest=ingest,
+        clocks=_clock_settings(_section(raw, "clocks")),
         profile=profile,
+    )
+
+
+def _positive_int(section: str, raw: Mapping[str, Any], key: str, default: int) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{section}.{key} must be a positive integer, found {value!r}")
+    return value
+
+
+def _clock_settings(raw: Mapping[str, Any]) -> ClockSettings:
+    defaults = ClockSettings()
+    _require_keys("clocks", raw, set(asdict(defaults)))
+    engine = str(raw.get("engine", defaults.engine))
+    if engine not in _ENGINES:
+        raise ConfigError(f"clocks.engine must be one of {_ENGINES}, found '{engine}'")
+    backend = str(raw.get("graph_backend", defaults.graph_backend))
+    if backend not in _GRAPH_BACKENDS:
+        raise ConfigError(
+            f"clocks.graph_backend must be one of {_GRAPH_BACKENDS}, found '{backend}'"
+        )
+    matrix = raw.get("matrix", defaults.matrix)
+    if not isinstance(matrix, bool):
+        raise ConfigError(f"clocks.matrix must be true or false, found {matrix!r}")
+    return ClockSettings(
+        engine=engine,  # type: ignore[arg-type]
+        per_trace_max_events=_positive_int(
+            "clocks", raw, "per_trace_max_events", defaults.per_trace_max_events
+        ),
+        slab_events=_positive_int("clocks", raw, "slab_events", defaults.slab_events),
+        graph_backend=backend,  # type: ignore[arg-type]
+        checkpoint_interval=_positive_int(
+            "clocks", raw, "checkpoint_interval", defaults.checkpoint_interval
+        ),
+        matrix=matrix,
     )
 
 

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
+from causal_spark.config import GraphBackend
 
 log = logging.getLogger(__name__)
 
-GraphBackend = Literal["auto", "joins", "graphframes"]
 COMPONENT = "component"
 _NODE = "__node"
 _NBR = "__nbr"

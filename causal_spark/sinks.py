@@ -128,7 +128,8 @@ class RunTransaction:
     warehouse: Warehouse
     run_id: str
     staged: dict[str, _Staged] = field(default_factory=dict)
-    started: dict[str, str] = field(default_factory=dict)
+    started: dict[str, list[str]] = field(default_factory=dict)
+    superseded: list[str] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)
     committed: bool = False
     on_staged: Callable[[str], None] | None = None
@@ -141,12 +142,17 @@ class RunTransaction:
 
     def stage(self, table: str, frame: DataFrame, mode: WriteMode = "overwrite") -> DataFrame:
         """Write `frame` as the next content of `table` (not yet visible); return it re-read."""
-        if table in self.staged:
-            raise WarehouseError(f"table '{table}' was already staged in run {self.run_id}")
         began = time.monotonic()
         conformed = tables.conform(frame, table)
         folder = self._folder(table)
-        self.started[table] = folder
+        if table in self.staged:
+            # a later stage of the same run rewrites the table (audit: clocks after ingest);
+            # the earlier files may still be read while this one is written, so keep them
+            # until the run ends
+            self.superseded.append(self.staged.pop(table).folder)
+            folder = f"{folder}-{len(self.superseded)}"
+        self.started.setdefault(table, [])
+        self.started[table].append(folder)
         conformed.write.mode("error").parquet(folder)
         files = sorted(
             os.path.join(folder, name)
@@ -188,6 +194,9 @@ class RunTransaction:
                 time.monotonic() - began,
             )
         self.committed = True
+        for folder in self.superseded:
+            shutil.rmtree(folder, ignore_errors=True)
+        self.superseded.clear()
         return dict(self.versions)
 
     def _commit_deltalake(self, staged: _Staged) -> int:
@@ -254,11 +263,14 @@ class RunTransaction:
 
     def abort(self) -> None:
         """Remove staged files that no commit references; committed tables are untouched."""
-        for table, folder in self.started.items():
+        for folder in self.superseded:
+            shutil.rmtree(folder, ignore_errors=True)
+        for table, folders in self.started.items():
             if table in self.versions:
                 continue
-            shutil.rmtree(folder, ignore_errors=True)
-            _remove_empty_parents(folder, stop=self.warehouse.root)
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
+                _remove_empty_parents(folder, stop=self.warehouse.root)
 
 
 def _remove_empty_parents(folder: str, stop: str) -> None:

@@ -19,8 +19,10 @@ EVENTS = "events"
 MESSAGES = "messages"
 QUARANTINE = "quarantine"
 RUNS = "runs"
+TRACE_CLOCKS = "trace_clocks"
+MATRIX_CLOCKS = "matrix_clocks"
 
-TABLES: tuple[str, ...] = (EVENTS, MESSAGES, QUARANTINE, RUNS)
+TABLES: tuple[str, ...] = (EVENTS, MESSAGES, QUARANTINE, RUNS, TRACE_CLOCKS, MATRIX_CLOCKS)
 
 
 class SchemaMismatchError(ValueError):

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from causal_spark import tables
 from causal_spark.app.runs import RunRecord, Stage, run_job
 from causal_spark.app.session import build_session
-from causal_spark.app.stages import ingest_stage
+from causal_spark.app.stages import clocks_stage, ingest_stage
 from causal_spark.config import Config, ConfigError, load_config
 from causal_spark.generate import (
     GeneratorError,
@@ -29,7 +29,7 @@ from causal_spark.sources import InputError
 log = logging.getLogger("causal_spark")
 
 # the stages `audit` runs, in order, after ingest
-AUDIT_STAGES: tuple[str, ...] = ("ingest",)
+AUDIT_STAGES: tuple[str, ...] = ("ingest", "clocks")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,12 +58,26 @@ def _parser() -> argparse.ArgumentParser:
             "inputs", nargs="+", help="files or folders (.jsonl, .csv, .parquet) or Delta tables"
         )
         common(p)
+        if name == "audit":
+            p.add_argument("--matrix", action="store_true", help="also write matrix_clocks")
+    text = "add Lamport and vector clocks to events; write trace_clocks (and matrix_clocks)"
+    p = sub.add_parser("clocks", help=text, description=text, allow_abbrev=False)
+    common(p)
+    p.add_argument(
+        "--matrix",
+        action="store_true",
+        help="also write matrix_clocks (sparse matrix clocks; conf clocks.matrix does the same)",
+    )
     return parser
 
 
 def _stages(command: str, args: argparse.Namespace) -> list[Stage]:
-    if command in ("ingest", "audit"):
+    if command == "ingest":
         return [ingest_stage(args.inputs)]
+    if command == "audit":
+        return [ingest_stage(args.inputs), clocks_stage(args.matrix)]
+    if command == "clocks":
+        return [clocks_stage(args.matrix)]
     raise AssertionError(f"no stages for command {command}")
 
 
@@ -83,6 +97,12 @@ def _report(record: RunRecord, out: Callable[[str], None]) -> None:
             f"{counts['send_rows']} send, {counts['receive_rows']} receive, "
             f"{counts[tables.QUARANTINE]} quarantined; messages in flight "
             f"{counts['in_flight']}, orphan receives {counts['orphan']}"
+        )
+    if "traces" in counts:
+        out(
+            f"clocks: {counts['traces']} trace(s), {counts['invalid_traces']} INVALID "
+            f"(causal cycle); {counts['clock_passes']} clock pass(es), "
+            f"{counts['component_rounds']} component round(s)"
         )
 
 

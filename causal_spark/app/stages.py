@@ -10,7 +10,9 @@ from pyspark.sql import functions as F
 from causal_spark import columns as C
 from causal_spark import tables
 from causal_spark.app.runs import Stage, StageContext
+from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_clocks
 from causal_spark.ingest import build_tables, classify_rows
+from causal_spark.matrix import with_matrix_clocks
 from causal_spark.sources import discover_inputs, read_raw_rows
 
 
@@ -32,6 +34,30 @@ def ingest_stage(paths: Sequence[str]) -> Stage:
         context.stage(tables.QUARANTINE, ingested.quarantine)
         context.counts.update(_accounting(events, messages))
         require_accounted(context.counts)
+
+    return run
+
+
+def clocks_stage(matrix: bool = False) -> Stage:
+    """Stage `events` with Lamport and vector clocks, `trace_clocks`, and `matrix_clocks` if asked."""
+
+    def run(context: StageContext) -> None:
+        settings = context.config.clocks
+        events = context.table(tables.EVENTS)
+        messages = context.table(tables.MESSAGES)
+        result = with_clocks(events, messages, settings)
+        clocked = context.stage(tables.EVENTS, result.events)
+        status = context.stage(
+            tables.TRACE_CLOCKS, trace_clock_status(clocked, events, messages, result.plan)
+        )
+        if matrix or settings.matrix:
+            context.stage(tables.MATRIX_CLOCKS, with_matrix_clocks(clocked, messages))
+        per_status = status.groupBy("status").count().collect()
+        by_status = {row["status"]: int(row["count"]) for row in per_status}
+        context.counts["traces"] = sum(by_status.values())
+        context.counts["invalid_traces"] = by_status.get(CLOCK_STATUS_INVALID, 0)
+        context.counts["component_rounds"] = result.component_rounds
+        context.counts["clock_passes"] = result.clock_passes
 
     return run
 
