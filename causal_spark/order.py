@@ -77,7 +77,8 @@ SQL_FUNCTIONS = {
     "happened_before": (
         "e_pidx INT, e_lseq BIGINT, f_pidx INT, f_lseq BIGINT, f_vc ARRAY<INT>",
         "BOOLEAN",
-        "NOT (e_pidx = f_pidx AND e_lseq = f_lseq) AND coalesce(get(f_vc, e_pidx) >= e_lseq, false)",
+        "NOT (e_pidx = f_pidx AND e_lseq = f_lseq)"
+        " AND coalesce(get(f_vc, e_pidx) >= e_lseq, false)",
     ),
     "concurrent_events": (
         "e_pidx INT, e_lseq BIGINT, e_vc ARRAY<INT>, f_pidx INT, f_lseq BIGINT, f_vc ARRAY<INT>",
@@ -135,7 +136,7 @@ def causal_past(events: DataFrame, trace_id: str, process: str, lseq: int) -> Da
 
 
 def causal_future(events: DataFrame, trace_id: str, process: str, lseq: int) -> DataFrame:
-    """The events that (trace_id, process, lseq) happens before: f with vc(f)[pidx(e)] >= lseq(e)."""
+    """The events (trace_id, process, lseq) happens before: f with vc(f)[pidx(e)] >= lseq(e)."""
     pidx, _ = _event(events, trace_id, process, lseq)
     return events.where(
         (F.col(C.TRACE_ID) == trace_id)

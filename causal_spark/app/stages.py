@@ -39,7 +39,7 @@ def ingest_stage(paths: Sequence[str]) -> Stage:
 
 
 def clocks_stage(matrix: bool = False) -> Stage:
-    """Stage `events` with Lamport and vector clocks, `trace_clocks`, and `matrix_clocks` if asked."""
+    """Stage `events` with Lamport and vector clocks, `trace_clocks`, `matrix_clocks` if asked."""
 
     def run(context: StageContext) -> None:
         settings = context.config.clocks
