@@ -132,7 +132,8 @@ def with_matrix_clocks(clocked: DataFrame, messages: DataFrame) -> DataFrame:
     send counts, delivered or in flight).
     """
     events = clocked.select(C.TRACE_ID, C.PROCESS, C.PIDX, C.LSEQ, C.VC)
-    sends = messages.where(F.col(C.SEND_LSEQ).isNotNull()).select(
+    # a message to a process that has no event in the trace has no pidx: no matrix column
+    sends = messages.where(F.col(C.SEND_LSEQ).isNotNull() & F.col(C.DST_PIDX).isNotNull()).select(
         C.TRACE_ID, C.SRC_PIDX, C.DST_PIDX, C.SEND_LSEQ
     )
     schema = tables.table_schema(tables.MATRIX_CLOCKS)

@@ -33,12 +33,16 @@ READ_WITH_DELTA_RS = """
 import os, sys
 from deltalake import DeltaTable
 counts = [DeltaTable(os.path.join(sys.argv[1], t)).to_pyarrow_table().num_rows
-          for t in ("events", "messages", "quarantine", "runs")]
+          for t in sys.argv[2:]]
 print(*counts)
 sys.stdout.flush()
 # delta-rs issue 2184: its IO threads may abort the interpreter at shutdown
 os._exit(0)
 """
+
+
+INGEST_TABLES = ["events", "messages", "quarantine", "runs"]
+AUDIT_TABLES = ["events", "messages", "quarantine", "trace_clocks", "runs"]
 
 
 @pytest.mark.slow
@@ -49,9 +53,10 @@ def test_cli_audit_writes_tables_that_delta_rs_reads(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "events" in done.stdout and "quarantined" in done.stdout
-    read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse)])
+    assert "9 trace(s), 1 INVALID" in done.stdout
+    read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse), *AUDIT_TABLES])
     assert read.returncode == 0, read.stderr[-3000:]
-    assert read.stdout.split() == ["56", "30", "4", "1"]
+    assert read.stdout.split() == ["56", "30", "4", "9", "1"]
 
 
 @pytest.mark.slow
@@ -72,7 +77,7 @@ def test_spark_submit_job_takes_the_same_arguments(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "run " in done.stdout
-    read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse)])
+    read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse), *INGEST_TABLES])
     assert read.returncode == 0, read.stderr[-3000:]
     assert read.stdout.split() == ["56", "30", "4", "1"]
 

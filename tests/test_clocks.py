@@ -1,93 +1,285 @@
-"""Clocks: worked traces exactly, random traces against brute-force happened-before."""
+"""Clocks: worked traces exactly, both engines against brute force and each other."""
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from typing import Any
 
+import networkx as nx
+import numpy as np
 import pytest
-from pyspark.sql import SparkSession
+from chispa import assert_df_equality
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from causal_spark.clocks import clock_cycles, with_clocks
-from causal_spark.generate import GeneratorSpec, Latency, generate_traces, write_generated
+from causal_spark import tables
+from causal_spark.clock_kernel import CausalCycleError, vector_clocks
+from causal_spark.clocks import trace_clock_status, with_clocks
+from causal_spark.config import ClockSettings
+from causal_spark.graphs import connected_components
 from tests.conftest import SAMPLES
 from tests.helpers import ingest_paths
-from tests.reference_order import Message, happened_before_sets
+from tests.random_traces import Trace, brute_clocks, random_trace
+
+ENGINES = {
+    "per_trace": ClockSettings(engine="per_trace"),
+    # tiny slabs: every trace is cut into many slabs, so every cross-slab path is exercised
+    "distributed": ClockSettings(engine="distributed", slab_events=5),
+}
+
+
+def frames(spark: SparkSession, traces: list[Trace]) -> tuple[DataFrame, DataFrame]:
+    events = spark.createDataFrame(
+        [e for t in traces for e in t.events], tables.table_schema(tables.EVENTS)
+    )
+    messages = spark.createDataFrame(
+        [m for t in traces for m in t.messages], tables.table_schema(tables.MESSAGES)
+    )
+    return events, messages
+
+
+def trace_from_rows(trace_id: str, events: list[Any], messages: list[Any]) -> Trace:
+    trace = Trace(trace_id, sorted({e.process for e in events}))
+    trace.events = [e.asDict() for e in events]
+    trace.messages = [m.asDict() for m in messages]
+    return trace
+
+
+def assert_matches_brute_force(clocked: list[Any], trace: Trace) -> None:
+    expected = brute_clocks(trace)
+    got = {(e.process, e.lseq): (e.lamport, list(e.vc)) for e in clocked}
+    assert got == expected, f"trace {trace.trace_id}"
 
 
 @pytest.fixture(scope="module")
-def sample_clocks(spark: SparkSession) -> dict[str, Any]:
+def samples(spark: SparkSession) -> tuple[DataFrame, DataFrame]:
     out = ingest_paths(spark, [SAMPLES.relative_to(SAMPLES.parent)])
-    clocked = with_clocks(out.events, out.messages).localCheckpoint()
-    return {"events": clocked.collect(), "cycles": clock_cycles(clocked).collect()}
+    return out.events.localCheckpoint(), out.messages.localCheckpoint()
 
 
-@pytest.mark.parametrize("trace", ["overtaken_by_chain"], ids=str)
-def test_worked_trace_clocks_are_exact(
-    sample_clocks: dict[str, Any], expected: dict[str, Any], trace: str
+@pytest.fixture(scope="module")
+def random_set(spark: SparkSession) -> tuple[list[Trace], DataFrame, DataFrame]:
+    rng = random.Random(20261122)
+    traces = [
+        random_trace(
+            rng,
+            f"r{i:02d}",
+            n_procs=rng.randint(2, 7),
+            n_steps=rng.randint(20, 160),
+            groups=rng.choice([1, 1, 2, 3]),
+        )
+        for i in range(14)
+    ]
+    events, messages = frames(spark, traces)
+    return traces, events.localCheckpoint(), messages.localCheckpoint()
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_worked_traces_get_exact_clocks(
+    samples: tuple[DataFrame, DataFrame], expected: dict[str, Any], engine: str
 ) -> None:
-    got_vc: dict[str, list[list[int]]] = defaultdict(list)
-    got_lamport: dict[str, list[int]] = defaultdict(list)
-    for e in sorted(sample_clocks["events"], key=lambda e: (e.process, e.lseq)):
-        if e.trace_id == trace:
-            got_vc[e.process].append(list(e.vc))
-            got_lamport[e.process].append(e.lamport)
-    assert dict(got_vc) == expected[trace]["vc"]
-    assert dict(got_lamport) == expected[trace]["lamport"]
+    events, messages = samples
+    clocked = with_clocks(events, messages, ENGINES[engine]).events.collect()
+    delivered = messages.where("status = 'delivered'").collect()
+    by_trace: dict[str, list[Any]] = defaultdict(list)
+    for e in clocked:
+        by_trace[e.trace_id].append(e)
+    for trace_id, rows in by_trace.items():
+        if expected[trace_id]["order_class"] == "INVALID":
+            continue
+        mine = [m for m in delivered if m.trace_id == trace_id]
+        assert_matches_brute_force(rows, trace_from_rows(trace_id, rows, mine))
+        if "vc" in expected[trace_id]:
+            ordered = sorted(rows, key=lambda e: (e.process, e.lseq))
+            vc: dict[str, list[list[int]]] = defaultdict(list)
+            lamport: dict[str, list[int]] = defaultdict(list)
+            for e in ordered:
+                vc[e.process].append(list(e.vc))
+                lamport[e.process].append(e.lamport)
+            assert dict(vc) == expected[trace_id]["vc"]
+            assert dict(lamport) == expected[trace_id]["lamport"]
 
 
-def test_causal_cycle_trace_is_invalid_with_a_witness(sample_clocks: dict[str, Any]) -> None:
-    cycles = {r.trace_id: sorted(r.cycle) for r in sample_clocks["cycles"]}
-    assert cycles == {"causal_cycle": ["a", "b"]}
-    broken = [e for e in sample_clocks["events"] if e.trace_id == "causal_cycle"]
-    assert broken and all(e.vc is None and e.lamport is None for e in broken)
-    others = [e for e in sample_clocks["events"] if e.trace_id != "causal_cycle"]
-    assert all(e.vc is not None for e in others)
-
-
-def test_vector_clock_is_the_transitive_closure_on_random_traces(
-    spark: SparkSession, tmp_path
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_causal_cycle_is_invalid_with_a_witness_and_others_are_ok(
+    samples: tuple[DataFrame, DataFrame], engine: str
 ) -> None:
-    spec = GeneratorSpec(
-        processes=5,
-        events=150,
-        latency=Latency.parse("lognormal:0,1.5"),
-        topology="broadcast",
-        loss=0.05,
-        traces=6,
-        seed=99,
+    events, messages = samples
+    result = with_clocks(events, messages, ENGINES[engine])
+    clocked = result.events.localCheckpoint()
+    status = {
+        r.trace_id: r for r in trace_clock_status(clocked, events, messages, result.plan).collect()
+    }
+    assert status["causal_cycle"].status == "INVALID"
+    assert sorted(status["causal_cycle"].cycle) == ["a", "b"]
+    assert {t for t, r in status.items() if r.status == "ok"} == set(status) - {"causal_cycle"}
+    assert all(r.cycle is None for t, r in status.items() if t != "causal_cycle")
+    rows = clocked.collect()
+    assert all(e.vc is None for e in rows if e.trace_id == "causal_cycle")
+    assert all(e.vc is not None for e in rows if e.trace_id != "causal_cycle")
+    assert status["overtaken_by_chain"].engine == (
+        "distributed" if engine == "distributed" else "per_trace"
     )
-    write_generated(generate_traces(spark, spec), str(tmp_path / "g"), "parquet", spec)
-    out = ingest_paths(spark, [tmp_path / "g"])
-    events = with_clocks(out.events, out.messages).collect()
-    messages = out.messages.where("status = 'delivered'").collect()
-    for trace in {e.trace_id for e in events}:
-        mine = [e for e in events if e.trace_id == trace]
-        lengths: dict[str, int] = defaultdict(int)
-        for e in mine:
-            lengths[e.process] = max(lengths[e.process], e.lseq)
-        msgs = [
-            Message(m.msg_id, m.src, m.send_lseq, m.dst, m.recv_lseq)
-            for m in messages
-            if m.trace_id == trace
-        ]
-        future = happened_before_sets(dict(lengths), msgs)
-        names = sorted(lengths)
-        by_event = {(e.process, e.lseq): e for e in mine}
-        for f in mine:
-            for p in names:
-                # vc(f)[p] = number of events of p that happen before f or are f
-                past = sum(
-                    1
-                    for i in range(1, lengths[p] + 1)
-                    if (p, i) == (f.process, f.lseq) or (f.process, f.lseq) in future[(p, i)]
-                )
-                assert f.vc[names.index(p)] == past, (trace, f.process, f.lseq, p)
-            assert f.lamport == 1 + max(
-                [by_event[(f.process, f.lseq - 1)].lamport if f.lseq > 1 else 0]
-                + [
-                    by_event[(m.src, m.send_lseq)].lamport
-                    for m in msgs
-                    if (m.dst, m.recv_lseq) == (f.process, f.lseq)
-                ]
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_random_traces_match_the_transitive_closure(
+    random_set: tuple[list[Trace], DataFrame, DataFrame], engine: str
+) -> None:
+    traces, events, messages = random_set
+    clocked = with_clocks(events, messages, ENGINES[engine]).events.collect()
+    for trace in traces:
+        assert_matches_brute_force([e for e in clocked if e.trace_id == trace.trace_id], trace)
+
+
+@pytest.mark.parametrize("slab_events", [3, 17, 60], ids=lambda s: f"slab{s}")
+def test_both_engines_give_identical_tables(
+    random_set: tuple[list[Trace], DataFrame, DataFrame], slab_events: int
+) -> None:
+    _, events, messages = random_set
+    one = with_clocks(events, messages, ENGINES["per_trace"]).events
+    many = with_clocks(
+        events, messages, ClockSettings(engine="distributed", slab_events=slab_events)
+    ).events
+    assert_df_equality(one, many, ignore_row_order=True, ignore_nullable=True)
+
+
+def ping_pong(trace_id: str, messages: int) -> Trace:
+    """Two processes bouncing one message: a causal chain as long as the trace."""
+    trace = Trace(trace_id, ["a", "b"])
+    lseq = {"a": 0, "b": 0}
+    for i in range(messages):
+        src, dst = ("a", "b") if i % 2 == 0 else ("b", "a")
+        for p, kind in ((src, "send"), (dst, "receive")):
+            lseq[p] += 1
+            trace.events.append(
+                {
+                    "trace_id": trace_id, "process": p, "pidx": 0 if p == "a" else 1,
+                    "lseq": lseq[p], "kind": kind, "ts": float(i), "label": None,
+                    "n_msgs": 1 if kind == "send" else 0, "seq": lseq[p], "source": "pp",
+                    "line": len(trace.events) + 1, "lamport": None, "vc": None,
+                }
             )
+        trace.messages.append(
+            {
+                "trace_id": trace_id, "msg_id": f"m{i}", "src": src, "dst": dst,
+                "src_pidx": 0 if src == "a" else 1, "dst_pidx": 0 if dst == "a" else 1,
+                "send_lseq": lseq[src], "recv_lseq": lseq[dst], "send_ts": None,
+                "recv_ts": None, "size_bytes": 0, "status": "delivered",
+            }
+        )
+    return trace
+
+
+def _spark_jobs(spark: SparkSession, run: Any) -> int:
+    tracker = spark.sparkContext.statusTracker()
+    group = f"count-{random.random()}"
+    spark.sparkContext.setJobGroup(group, "counting rounds")
+    try:
+        run()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return len(tracker.getJobIdsForGroup(group))
+
+
+def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSession) -> None:
+    """A ping-pong 10x longer (so 10x more slabs, each chain crossing every slab) costs the
+    same number of Spark jobs, and its clocks are the closed form: the i-th event on a
+    process knows every earlier event of the chain."""
+    jobs = {}
+    for length in (200, 2000):
+        trace = ping_pong(f"pp{length}", length)
+        events, messages = frames(spark, [trace])
+        settings = ClockSettings(engine="distributed", slab_events=50)
+        holder: dict[str, Any] = {}
+
+        def run(events: DataFrame = events, messages: DataFrame = messages) -> None:
+            holder["result"] = with_clocks(events, messages, settings)
+            holder["rows"] = holder["result"].events.collect()
+
+        jobs[length] = _spark_jobs(spark, run)
+        assert holder["result"].clock_passes == 3
+        slabs = holder["result"].plan.agg(F.max("n_slabs")).first()[0]
+        assert slabs == 2 * length // 50
+        for e in holder["rows"]:
+            # chain position k (1-based over the whole trace) = lamport; both ends know it all
+            k = e.lamport
+            assert sum(e.vc) == k
+    assert jobs[200] == jobs[2000], jobs
+
+
+def test_components_are_computed_and_independent(
+    spark: SparkSession, random_set: tuple[list[Trace], DataFrame, DataFrame]
+) -> None:
+    traces, events, messages = random_set
+    result = with_clocks(events, messages, ENGINES["per_trace"])
+    status = {r.trace_id: r for r in trace_clock_status(
+        result.events, events, messages, result.plan).collect()}
+    for trace in traces:
+        graph = nx.Graph()
+        graph.add_nodes_from(trace.lengths())
+        graph.add_edges_from((m.src, m.dst) for m in trace.delivered())
+        assert status[trace.trace_id].n_components == nx.number_connected_components(graph)
+    assert max(r.n_components for r in status.values()) > 1
+
+
+def test_components_by_joins_take_few_rounds_on_a_long_ring(spark: SparkSession) -> None:
+    n = 128
+    vertices = spark.createDataFrame([("ring", i) for i in range(n)], "trace_id string, pidx int")
+    edges = spark.createDataFrame(
+        [("ring", i, (i + 1) % n) for i in range(n)] + [("two", 0, 1)],
+        "trace_id string, src_pidx int, dst_pidx int",
+    )
+    vertices = vertices.unionByName(spark.createDataFrame([("two", 0), ("two", 1), ("two", 2)],
+                                                          "trace_id string, pidx int"))
+    found = connected_components(vertices, edges, backend="joins")
+    labels = {(r.trace_id, r.pidx): r.component for r in found.labels.collect()}
+    assert all(labels[("ring", i)] == 0 for i in range(n))
+    assert labels[("two", 0)] == labels[("two", 1)] == 0 and labels[("two", 2)] == 2
+    # min-label propagation alone needs n/2 = 64 rounds on this ring; pointer jumping far fewer
+    assert found.rounds <= 12, found.rounds
+
+
+# ---------------------------------------------------------------------------------------------
+# the kernel alone (no Spark): hypothesis against the closure
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_procs=st.integers(1, 6),
+    n_steps=st.integers(1, 80),
+    groups=st.integers(1, 3),
+)
+def test_kernel_matches_the_closure(seed: int, n_procs: int, n_steps: int, groups: int) -> None:
+    trace = random_trace(random.Random(seed), "h", n_procs, n_steps, groups=groups)
+    if not trace.events:
+        return
+    events = sorted(trace.events, key=lambda e: (e["pidx"], e["lseq"]))
+    send = {
+        (m["dst_pidx"], m["recv_lseq"]): (m["src_pidx"], m["send_lseq"])
+        for m in trace.messages
+        if m["status"] == "delivered"
+    }
+    pidx = np.array([e["pidx"] for e in events])
+    lseq = np.array([e["lseq"] for e in events])
+    sp = np.array([send.get((e["pidx"], e["lseq"]), (-1, -1))[0] for e in events])
+    sl = np.array([send.get((e["pidx"], e["lseq"]), (-1, -1))[1] for e in events])
+    vc, lamport = vector_clocks(pidx, lseq, sp, sl, len(trace.processes))
+    expected = brute_clocks(trace)
+    for row, e in enumerate(events):
+        assert (int(lamport[row]), vc[row].tolist()) == expected[(e["process"], e["lseq"])]
+
+
+def test_kernel_reports_a_cycle_of_receives() -> None:
+    # p0: recv a, send b; p1: recv b, send a  -> each receive precedes its own send
+    pidx = np.array([0, 0, 1, 1])
+    lseq = np.array([1, 2, 1, 2])
+    send_pidx = np.array([1, -1, 0, -1])
+    send_lseq = np.array([2, -1, 2, -1])
+    with pytest.raises(CausalCycleError) as raised:
+        vector_clocks(pidx, lseq, send_pidx, send_lseq, 2)
+    assert sorted(raised.value.receive_rows.tolist()) == [0, 2]

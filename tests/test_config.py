@@ -31,6 +31,11 @@ def test_cluster_profile_leaves_master_to_spark_submit() -> None:
         pytest.param("sink: {format: parquet}\n", "sink.format", id="bad-sink-format"),
         pytest.param("spark: [1, 2]\n", "must be a mapping", id="section-not-mapping"),
         pytest.param("a: [\n", "not valid YAML", id="broken-yaml"),
+        pytest.param("clocks: {engine: gpu}\n", "clocks.engine", id="bad-engine"),
+        pytest.param("clocks: {slab_events: 0}\n", "clocks.slab_events", id="zero-slab"),
+        pytest.param("clocks: {slab_event: 10}\n", "unknown key", id="typo-in-clocks"),
+        pytest.param("clocks: {graph_backend: nx}\n", "graph_backend", id="bad-graph"),
+        pytest.param("clocks: {matrix: 'yes'}\n", "clocks.matrix", id="matrix-not-bool"),
     ],
 )
 def test_bad_profiles_are_rejected_with_the_reason(tmp_path: Path, text: str, message: str) -> None:
@@ -43,3 +48,11 @@ def test_bad_profiles_are_rejected_with_the_reason(tmp_path: Path, text: str, me
 def test_missing_profile_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yml")
+
+
+def test_clock_engine_can_be_forced_in_conf(tmp_path: Path) -> None:
+    path = tmp_path / "forced.yml"
+    path.write_text("clocks: {engine: distributed, slab_events: 1000, matrix: true}\n")
+    clocks = load_config(path).clocks
+    assert (clocks.engine, clocks.slab_events, clocks.matrix) == ("distributed", 1000, True)
+    assert load_config().clocks.engine == "auto"

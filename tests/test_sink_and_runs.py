@@ -12,7 +12,8 @@ from pyspark.sql import SparkSession
 
 from causal_spark import tables
 from causal_spark.app.runs import run_job
-from causal_spark.app.stages import ingest_stage
+from causal_spark.app.cli import run as run_cli
+from causal_spark.app.stages import clocks_stage, ingest_stage
 from causal_spark.config import Config
 from causal_spark.sinks import Warehouse, WarehouseError
 from tests.conftest import read_delta
@@ -168,3 +169,61 @@ def test_fingerprint_changes_when_an_input_changes(
 def test_reading_a_missing_table_is_a_clear_error(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(WarehouseError, match="table 'events' does not exist"):
         Warehouse(spark, tmp_path, "deltalake").read("events")
+
+
+def _audit(spark: SparkSession, config: Config, warehouse: Path, **kw):
+    return run_job(
+        "audit",
+        [ingest_stage(["data-samples"]), clocks_stage()],
+        spark=spark,
+        config=config,
+        warehouse=Warehouse(spark, warehouse, "deltalake"),
+        **kw,
+    )
+
+
+def test_audit_restages_events_with_clocks_and_keeps_one_copy(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
+    record = _audit(spark, config, tmp_path)
+    events = read_delta(tmp_path / "events").to_pylist()
+    assert len(events) == 56 and sum(e["vc"] is None for e in events) == 4  # causal_cycle
+    # the events staged by ingest were superseded by the clocked ones and removed
+    assert len(list((tmp_path / "events" / "data").iterdir())) == 1
+    assert record.table_versions["events"] == 0 and record.counts["invalid_traces"] == 1
+
+
+@pytest.mark.parametrize("fail_after", ["trace_clocks"])
+def test_failed_audit_after_restaging_leaves_nothing_behind(
+    spark: SparkSession, config: Config, tmp_path: Path, fail_after: str
+) -> None:
+    first = _audit(spark, config, tmp_path)
+    files_before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+
+    def fail(table: str) -> None:
+        if table == fail_after:
+            raise InjectedFailure(f"failing on purpose after staging {table}")
+
+    with pytest.raises(InjectedFailure):
+        _audit(spark, config, tmp_path, on_staged=fail)
+    warehouse = Warehouse(spark, tmp_path, "deltalake")
+    for table in ["events", "trace_clocks", "runs"]:
+        assert warehouse.version(table) == first.table_versions.get(table, 0)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == files_before
+
+
+def test_clocks_command_rewrites_events_of_an_ingested_warehouse(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    warehouse = str(tmp_path / "wh")
+    conf = ["--conf", "conf/test.yml"]
+    run_cli(["ingest", "data-samples", "--warehouse", warehouse, *conf], session=spark)
+    assert all(e["vc"] is None for e in read_delta(tmp_path / "wh" / "events").to_pylist())
+    record = run_cli(["clocks", "--warehouse", warehouse, "--matrix", *conf], session=spark)
+    assert set(record.table_versions) == {"events", "trace_clocks", "matrix_clocks", "runs"}
+    events = read_delta(tmp_path / "wh" / "events").to_pylist()
+    assert sum(e["vc"] is not None for e in events) == 52
+    status = {r["trace_id"]: r["status"] for r in read_delta(tmp_path / "wh" / "trace_clocks")
+              .to_pylist()}
+    assert status.pop("causal_cycle") == "INVALID" and set(status.values()) == {"ok"}
+    assert len(read_delta(tmp_path / "wh" / "matrix_clocks")) == 52
