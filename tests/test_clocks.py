@@ -196,7 +196,12 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
         settings = ClockSettings(engine="distributed", slab_events=50)
         holder: dict[str, Any] = {}
 
-        def run(events: DataFrame = events, messages: DataFrame = messages) -> None:
+        def run(
+            events: DataFrame = events,
+            messages: DataFrame = messages,
+            settings: ClockSettings = settings,
+            holder: dict[str, Any] = holder,
+        ) -> None:
             holder["result"] = with_clocks(events, messages, settings)
             holder["rows"] = holder["result"].events.collect()
 

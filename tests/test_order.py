@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -195,5 +196,5 @@ def test_forcing_graphframes_without_its_jar_is_a_clear_error(spark: SparkSessio
     edges = spark.createDataFrame([], "trace_id string, src_pidx int, dst_pidx int")
     if graphframes_available(vertices):
         pytest.skip("GraphFrames is on the classpath here, so forcing it is not an error")
-    with pytest.raises(GraphFramesUnavailable, match="spark.jars.packages"):
+    with pytest.raises(GraphFramesUnavailable, match=r"spark\.jars\.packages"):
         connected_components(vertices, edges, backend="graphframes")

@@ -11,8 +11,8 @@ from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 
 from causal_spark import tables
-from causal_spark.app.runs import run_job
 from causal_spark.app.cli import run as run_cli
+from causal_spark.app.runs import run_job
 from causal_spark.app.stages import clocks_stage, ingest_stage
 from causal_spark.config import Config
 from causal_spark.sinks import Warehouse, WarehouseError
