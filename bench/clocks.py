@@ -1,0 +1,512 @@
+"""Benchmark the clocks stage against same-run baselines; write bench/clocks.{json,md}.
+
+    .venv/bin/pip install -e '.[bench]'
+    .venv/bin/python bench/clocks.py            # the sweep below (about 25 minutes here)
+    .venv/bin/python bench/clocks.py --quick    # 10^5 events only, a smoke run
+
+Every case is a generated trace whose `events` and `messages` Delta tables are
+built once with Arrow (set-up, not measured). Then, in the same process:
+
+- `spark per-trace` / `spark distributed`: the real `clocks` job (Delta in, Delta
+  out: events with clocks and trace_clocks), engine forced in the config; the
+  distributed engine cuts the trace into 8 slabs;
+- `baseline`: one process reads the same two tables with delta-rs/pyarrow, runs
+  the single-core compiled reference kernel and writes the same events table
+  with delta-rs: what a user without Spark would do;
+- `kernel` / `reference kernel`: the compute alone, on the same arrays in memory:
+  the engine's kernel (causal order found on the fly) against the reference (a
+  Kahn topological sort, then one sweep in that order), both Numba, one core;
+- `pure Python`: dicts and lists, for the sizes it finishes in reasonable time.
+
+Times are medians of the repeats (1 above 10^6 events); memory is the peak RSS
+of the process tree for Spark and of this process for the baselines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
+from numba import njit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
+
+from baselines import generate_reference  # noqa: E402
+from run import PeakMemory  # noqa: E402
+
+from causal_spark import tables  # noqa: E402
+from causal_spark.app.runs import run_job  # noqa: E402
+from causal_spark.app.session import build_session  # noqa: E402
+from causal_spark.app.stages import clocks_stage  # noqa: E402
+from causal_spark.clock_kernel import group_clocks  # noqa: E402
+from causal_spark.config import ClockSettings, load_config  # noqa: E402
+from causal_spark.generate import GeneratorSpec  # noqa: E402
+from causal_spark.sinks import Warehouse  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SCRATCH = HERE / "out" / "clocks"
+
+
+# ------------------------------------------------------------------------- set-up (not timed)
+
+
+def _read(path: Path) -> pa.Table:
+    return DeltaTable(str(path)).to_pyarrow_table(
+        filesystem=pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem())
+    )
+
+
+def build_tables(raw: pa.Table, warehouse: Path) -> int:
+    """`events` and `messages` Delta tables from raw generated rows, with Arrow (one pass)."""
+    raw = raw.sort_by([("trace_id", "ascending"), ("process", "ascending"), ("seq", "ascending")])
+    trace = raw.column("trace_id").to_numpy(zero_copy_only=False)
+    proc_names = raw.column("process").to_numpy(zero_copy_only=False)
+    seq = raw.column("seq").to_numpy()
+    new_proc = np.ones(len(seq), bool)
+    new_proc[1:] = (trace[1:] != trace[:-1]) | (proc_names[1:] != proc_names[:-1])
+    new_event = new_proc.copy()
+    new_event[1:] |= seq[1:] != seq[:-1]
+    run = np.cumsum(new_event)
+    lseq = run - np.maximum.accumulate(np.where(new_proc, run - 1, 0))
+    # pidx: rank of the process name within its trace
+    names = pd.DataFrame({"t": trace, "p": proc_names})
+    pidx = (names.groupby("t")["p"].rank(method="dense") - 1).to_numpy().astype(np.int32)
+    is_send = pc.equal(raw.column("kind"), "send").to_numpy(zero_copy_only=False)
+    event_id = run - 1
+    n_msgs = np.bincount(event_id, weights=is_send, minlength=run[-1]).astype(np.int32)
+    first = np.flatnonzero(new_event)
+    n = len(first)
+    events = pa.table(
+        {
+            "trace_id": raw.column("trace_id").take(first),
+            "process": raw.column("process").take(first),
+            "pidx": pa.array(pidx[first]),
+            "lseq": pa.array(lseq[first].astype(np.int64)),
+            "kind": raw.column("kind").take(first),
+            "ts": raw.column("ts").take(first),
+            "label": pa.nulls(n, pa.string()),
+            "n_msgs": pa.array(n_msgs),
+            "seq": raw.column("seq").take(first),
+            "source": pa.array(np.full(n, "generated", dtype=object)),
+            "line": pa.array(np.arange(1, n + 1, dtype=np.int64)),
+            "lamport": pa.nulls(n, pa.int64()),
+            "vc": pa.nulls(n, pa.list_(pa.field("element", pa.int32()))),
+        }
+    ).cast(tables.arrow_schema(tables.EVENTS))
+    ends = pa.table(
+        {
+            "trace_id": raw.column("trace_id"),
+            "msg_id": raw.column("msg_id"),
+            "kind": raw.column("kind"),
+            "process": raw.column("process"),
+            "pidx": pa.array(pidx),
+            "lseq": pa.array(lseq.astype(np.int64)),
+            "ts": raw.column("ts"),
+            "size_bytes": raw.column("size_bytes"),
+        }
+    )
+    sends = ends.filter(is_send).rename_columns(
+        ["trace_id", "msg_id", "kind", "src", "src_pidx", "send_lseq", "send_ts", "size_bytes"]
+    )
+    receives = (
+        ends.filter(pc.equal(ends.column("kind"), "receive"))
+        .drop_columns(["kind", "size_bytes"])
+        .rename_columns(["trace_id", "msg_id", "dst", "dst_pidx", "recv_lseq", "recv_ts"])
+    )
+    pairs_table = sends.drop_columns(["kind"]).join(
+        receives, ["trace_id", "msg_id"], join_type="left outer"
+    )
+    status = pc.if_else(pc.is_valid(pairs_table.column("recv_lseq")), "delivered", "in_flight")
+    messages = pa.table(
+        {
+            name: pairs_table.column(name) if name in pairs_table.column_names else status
+            for name in tables.arrow_schema(tables.MESSAGES).names
+        }
+    ).cast(tables.arrow_schema(tables.MESSAGES))
+    write_deltalake(str(warehouse / "events"), events, mode="overwrite")
+    write_deltalake(str(warehouse / "messages"), messages, mode="overwrite")
+    return n
+
+
+def ping_pong_raw(messages: int) -> pa.Table:
+    """Two processes bouncing one message: a causal chain as long as the trace."""
+    i = np.arange(messages)
+    src = np.where(i % 2 == 0, "a", "b")
+    dst = np.where(i % 2 == 0, "b", "a")
+    # each process alternates send / receive; seq = position on the process
+    send_seq = i + 1  # the k-th message is the (k+1)-th event of its sender...
+    recv_seq = i + 1  # ...and of its receiver (a: s r s r ..., b: r s r s ...)
+    ids = np.char.add("m", i.astype(str)).astype(object)
+    return pa.table(
+        {
+            "trace_id": pa.array(np.full(2 * messages, "ping-pong", dtype=object)),
+            "process": pa.array(np.concatenate([src, dst]).astype(object)),
+            "seq": pa.array(np.concatenate([send_seq, recv_seq]).astype(np.int64)),
+            "kind": pa.array(np.array(["send"] * messages + ["receive"] * messages, object)),
+            "msg_id": pa.array(np.concatenate([ids, ids])),
+            "peer": pa.array(np.concatenate([dst, src]).astype(object)),
+            "ts": pa.array(np.concatenate([2.0 * i, 2.0 * i + 1]).astype(float)),
+            "size_bytes": pa.array(np.zeros(2 * messages, np.int64)),
+        }
+    )
+
+
+# ------------------------------------------------------------------------- baselines
+
+
+@njit(cache=True)
+def reference_kernel(
+    pidx: np.ndarray, send_row: np.ndarray, start: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kahn's topological sort of the event graph, then one sweep in that order."""
+    events = pidx.shape[0]
+    indegree = np.zeros(events, np.int64)
+    receiver_of = np.full(events, -1, np.int64)  # a send's receive (multicast: linked below)
+    next_receiver = np.full(events, -1, np.int64)
+    for e in range(events):
+        if e > start[pidx[e]]:
+            indegree[e] += 1
+        s = send_row[e]
+        if s >= 0:
+            indegree[e] += 1
+            next_receiver[e] = receiver_of[s]
+            receiver_of[s] = e
+    order = np.empty(events, np.int64)
+    head, tail = 0, 0
+    for e in range(events):
+        if indegree[e] == 0:
+            order[tail] = e
+            tail += 1
+    end = np.empty(n, np.int64)
+    for p in range(n):
+        end[p] = start[p + 1]
+    while head < tail:
+        e = order[head]
+        head += 1
+        nxt = e + 1
+        if nxt < end[pidx[e]]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                order[tail] = nxt
+                tail += 1
+        r = receiver_of[e]
+        while r >= 0:
+            indegree[r] -= 1
+            if indegree[r] == 0:
+                order[tail] = r
+                tail += 1
+            r = next_receiver[r]
+    vc = np.empty((events, n), np.int32)
+    lamport = np.empty(events, np.int64)
+    for k in range(tail):
+        e = order[k]
+        p = pidx[e]
+        s = send_row[e]
+        first = e == start[p]
+        lam = 0 if first else lamport[e - 1]
+        if first:
+            for j in range(n):
+                vc[e, j] = 0
+        else:
+            for j in range(n):
+                vc[e, j] = vc[e - 1, j]
+        if s >= 0:
+            for j in range(n):
+                if vc[s, j] > vc[e, j]:
+                    vc[e, j] = vc[s, j]
+            if lamport[s] > lam:
+                lam = lamport[s]
+        vc[e, p] = e - start[p] + 1
+        lamport[e] = lam + 1
+    return vc, lamport
+
+
+def kernel_inputs(events: pa.Table, messages: pa.Table) -> dict[str, np.ndarray | int]:
+    events = events.sort_by([("pidx", "ascending"), ("lseq", "ascending")])
+    pidx = events.column("pidx").to_numpy().astype(np.int64)
+    lseq = events.column("lseq").to_numpy().astype(np.int64)
+    n = int(pidx.max()) + 1
+    start = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(pidx, minlength=n), out=start[1:])
+    delivered = messages.filter(pc.equal(messages.column("status"), "delivered"))
+    dst = delivered.column("dst_pidx").to_numpy().astype(np.int64)
+    recv = delivered.column("recv_lseq").to_numpy().astype(np.int64)
+    src = delivered.column("src_pidx").to_numpy().astype(np.int64)
+    snd = delivered.column("send_lseq").to_numpy().astype(np.int64)
+    send_proc = np.full(len(pidx), -1, np.int64)
+    send_lseq = np.full(len(pidx), -1, np.int64)
+    rows = start[dst] + recv - 1
+    send_proc[rows] = src
+    send_lseq[rows] = snd
+    send_row = np.full(len(pidx), -1, np.int64)
+    send_row[rows] = start[src] + snd - 1
+    return {
+        "events": events, "pidx": pidx, "lseq": lseq, "n": n, "start": start,
+        "send_proc": send_proc, "send_lseq": send_lseq, "send_row": send_row,
+    }  # fmt: skip
+
+
+def baseline_single_process(warehouse: Path, out: Path) -> None:
+    """Read both tables with delta-rs, run the reference kernel, write events with delta-rs."""
+    inputs = kernel_inputs(_read(warehouse / "events"), _read(warehouse / "messages"))
+    vc, lamport = reference_kernel(
+        inputs["pidx"], inputs["send_row"], inputs["start"], inputs["n"]
+    )
+    events: pa.Table = inputs["events"]  # type: ignore[assignment]
+    rows, n = vc.shape
+    offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32))
+    vectors = pa.ListArray.from_arrays(
+        offsets, pa.array(vc.reshape(-1)), type=pa.list_(pa.field("element", pa.int32()))
+    )
+    clocked = events.drop_columns(["lamport", "vc"])
+    clocked = clocked.append_column("lamport", pa.array(lamport)).append_column("vc", vectors)
+    write_deltalake(str(out), clocked.cast(tables.arrow_schema(tables.EVENTS)), mode="overwrite")
+
+
+def pure_python_clocks(events: pa.Table, messages: pa.Table) -> int:
+    """Dicts and lists: repeatedly advance any process whose next receive's send is done."""
+    per_proc: dict[int, list[int]] = {}
+    for p in events.column("pidx").to_pylist():
+        per_proc[p] = per_proc.get(p, [0, 0])
+        per_proc[p][1] += 1
+    n = max(per_proc) + 1
+    send_of = {}
+    delivered = messages.filter(pc.equal(messages.column("status"), "delivered"))
+    for d, r, s, sl in zip(
+        delivered.column("dst_pidx").to_pylist(),
+        delivered.column("recv_lseq").to_pylist(),
+        delivered.column("src_pidx").to_pylist(),
+        delivered.column("send_lseq").to_pylist(),
+        strict=True,
+    ):
+        send_of[(d, r)] = (s, sl)
+    clocks: dict[tuple[int, int], list[int]] = {}
+    progress = True
+    done = 0
+    while progress:
+        progress = False
+        for p in range(n):
+            at, total = per_proc.get(p, [0, 0])
+            while at < total:
+                key = (p, at + 1)
+                send = send_of.get(key)
+                if send is not None and send not in clocks:
+                    break
+                vc = list(clocks[(p, at)]) if at else [0] * n
+                if send is not None:
+                    vc = [max(a, b) for a, b in zip(vc, clocks[send], strict=True)]
+                vc[p] = at + 1
+                clocks[key] = vc
+                at += 1
+                done += 1
+                progress = True
+            if p in per_proc:
+                per_proc[p][0] = at
+    return done
+
+
+# ------------------------------------------------------------------------- measuring
+
+
+@dataclasses.dataclass
+class Result:
+    case: str
+    impl: str
+    events: int
+    processes: int
+    traces: int
+    seconds: float
+    peak_mb: float
+    repeats: int
+
+
+def measure(fn: Callable[[], object], repeats: int, tree: bool) -> tuple[float, float]:
+    times, peaks = [], []
+    for _ in range(repeats):
+        with PeakMemory(tree) as memory:
+            began = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - began)
+        peaks.append(memory.peak / 2**20)
+    return statistics.median(times), max(peaks)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="10^5 events only")
+    parser.add_argument("--only", default=None, help="comma-separated case names to run")
+    args = parser.parse_args()
+
+    grid = [(100_000, 64)] if args.quick else [
+        (1_000_000, 8), (1_000_000, 64), (1_000_000, 256), (10_000_000, 8), (10_000_000, 64),
+    ]  # fmt: skip
+    cases: list[tuple[str, Callable[[], pa.Table], int, int]] = []
+    for events, processes in grid:
+        spec = GeneratorSpec(processes=processes, events=events, seed=3)
+        cases.append((f"all_to_all-{events}-{processes}", _generated(spec), processes, 1))
+    if not args.quick:
+        cases.append(("ping_pong-1000000msgs", lambda: ping_pong_raw(1_000_000), 2, 1))
+        spec = GeneratorSpec(processes=1024, events=1_000_000, seed=4)
+        cases.append(("all_to_all-1000000-1024", _generated(spec), 1024, 1))
+        spec = GeneratorSpec(processes=8, events=1_000, traces=10_000, seed=5)
+        cases.append(("many_traces-10000x1000", _generated(spec), 8, 10_000))
+    if args.only:
+        wanted = set(args.only.split(","))
+        cases = [c for c in cases if c[0] in wanted]
+
+    config = load_config()  # the embedded local profile, as users run it
+    spark = build_session(config.spark)
+    results: list[Result] = []
+
+    def record(case: str, impl: str, events: int, processes: int, traces: int,
+               fn: Callable[[], object], repeats: int, tree: bool) -> None:  # fmt: skip
+        seconds, peak = measure(fn, repeats, tree)
+        results.append(Result(case, impl, events, processes, traces, seconds, peak, repeats))
+        save(results)
+        print(f"{case:28} {impl:20} {seconds:9.2f} s  peak {peak:8.0f} MB", flush=True)
+
+    for case, make_raw, processes, traces in cases:
+        folder = SCRATCH / case
+        shutil.rmtree(folder, ignore_errors=True)
+        warehouse = folder / "warehouse"
+        warehouse.mkdir(parents=True)
+        events = build_tables(make_raw(), warehouse)
+        repeats = 3 if events <= 1_000_000 else 1
+        per_group = events // traces
+
+        def spark_clocks(engine: str, slab_events: int) -> Callable[[], object]:
+            settings = ClockSettings(engine=engine, slab_events=slab_events)  # type: ignore[arg-type]
+            forced = dataclasses.replace(config, clocks=settings)
+
+            def run() -> object:
+                return run_job(
+                    "clocks",
+                    [clocks_stage()],
+                    spark=spark,
+                    config=forced,
+                    warehouse=Warehouse(spark, warehouse, "deltalake"),
+                )
+
+            return run
+
+        record(case, "spark per-trace", events, processes, traces,
+               spark_clocks("per_trace", per_group), repeats, tree=True)  # fmt: skip
+        if traces == 1:
+            record(case, "spark distributed", events, processes, traces,
+                   spark_clocks("distributed", max(1, per_group // 8)), repeats, tree=True)  # fmt: skip
+        record(case, "baseline", events, processes, traces,
+               lambda: baseline_single_process(warehouse, folder / "baseline"), repeats,
+               tree=False)  # fmt: skip
+        if traces == 1:
+            loaded = kernel_inputs(_read(warehouse / "events"), _read(warehouse / "messages"))
+            kernel_args = (loaded["pidx"], loaded["lseq"], loaded["send_proc"],
+                           loaded["send_lseq"], np.full(len(loaded["pidx"]), -1), loaded["n"])  # fmt: skip
+            ours = group_clocks(*kernel_args)  # also warms the JIT
+            theirs = reference_kernel(loaded["pidx"], loaded["send_row"], loaded["start"],
+                                      loaded["n"])  # fmt: skip
+            assert np.array_equal(ours.vc, theirs[0]) and np.array_equal(ours.lamport, theirs[1])
+            del ours, theirs
+            record(case, "kernel", events, processes, traces,
+                   lambda: group_clocks(*kernel_args), 3, tree=False)  # fmt: skip
+            record(case, "reference kernel", events, processes, traces,
+                   lambda: reference_kernel(loaded["pidx"], loaded["send_row"], loaded["start"],
+                                            loaded["n"]), 3, tree=False)  # fmt: skip
+            if events <= 1_000_000 and processes <= 64:
+                ev, ms = _read(warehouse / "events"), _read(warehouse / "messages")
+                record(case, "pure python", events, processes, traces,
+                       lambda: pure_python_clocks(ev, ms), 1, tree=False)  # fmt: skip
+            del loaded, kernel_args
+        shutil.rmtree(folder, ignore_errors=True)
+    spark.stop()
+    save(results)
+    print(f"wrote {HERE / 'clocks.md'}")
+    return 0
+
+
+def _generated(spec: GeneratorSpec) -> Callable[[], pa.Table]:
+    def make() -> pa.Table:
+        path = SCRATCH / "raw.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        generate_reference(spec, path)
+        return pq.read_table(path)
+
+    return make
+
+
+def save(results: list[Result]) -> None:
+    payload = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
+        "results": [dataclasses.asdict(r) for r in results],
+    }
+    (HERE / "clocks.json").write_text(json.dumps(payload, indent=1) + "\n")
+    (HERE / "clocks.md").write_text(render(payload))
+
+
+def render(payload: dict) -> str:
+    rows = [Result(**r) for r in payload["results"]]
+    lines = [
+        "# Clocks benchmark",
+        "",
+        f"Run {payload['when']} on {payload['machine']} by `bench/clocks.py`.",
+        "Medians (3 repeats up to 10^6 events, 1 above). Ratios are same-run: the",
+        "baseline's time over the engine's (above 1: the engine is faster).",
+        "",
+        "| case | events | n | per-trace s | distributed s | baseline s | baseline / per-trace "
+        "| distributed / per-trace | kernel Mev/s | reference Mev/s | kernel / reference "
+        "| pure Python s | traces/s | per-trace peak MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for case in dict.fromkeys(r.case for r in rows):
+        got = {r.impl: r for r in rows if r.case == case}
+        if "spark per-trace" not in got:
+            continue
+        base = got["spark per-trace"]
+
+        def s(impl: str) -> str:
+            return f"{got[impl].seconds:.2f}" if impl in got else "-"
+
+        def ratio(a: str, b: str) -> str:
+            return f"{got[a].seconds / got[b].seconds:.2f}" if a in got and b in got else "-"
+
+        def rate(impl: str) -> str:
+            return f"{base.events / got[impl].seconds / 1e6:.1f}" if impl in got else "-"
+
+        kernel_ratio = (
+            f"{got['reference kernel'].seconds / got['kernel'].seconds:.2f}"
+            if "kernel" in got and "reference kernel" in got
+            else "-"
+        )
+        lines.append(
+            f"| {case} | {base.events:,} | {base.processes} | {s('spark per-trace')} "
+            f"| {s('spark distributed')} | {s('baseline')} | {ratio('baseline', 'spark per-trace')} "
+            f"| {ratio('spark distributed', 'spark per-trace')} | {rate('kernel')} "
+            f"| {rate('reference kernel')} | {kernel_ratio} | {s('pure python')} "
+            f"| {base.traces / base.seconds:.0f} | {base.peak_mb:.0f} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
