@@ -48,17 +48,17 @@ from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
 
-from baselines import generate_reference  # noqa: E402
-from run import PeakMemory  # noqa: E402
+from baselines import generate_reference
+from run import PeakMemory
 
-from causal_spark import tables  # noqa: E402
-from causal_spark.app.runs import run_job  # noqa: E402
-from causal_spark.app.session import build_session  # noqa: E402
-from causal_spark.app.stages import clocks_stage  # noqa: E402
-from causal_spark.clock_kernel import group_clocks  # noqa: E402
-from causal_spark.config import ClockSettings, load_config  # noqa: E402
-from causal_spark.generate import GeneratorSpec  # noqa: E402
-from causal_spark.sinks import Warehouse  # noqa: E402
+from causal_spark import tables
+from causal_spark.app.runs import run_job
+from causal_spark.app.session import build_session
+from causal_spark.app.stages import clocks_stage
+from causal_spark.clock_kernel import group_clocks
+from causal_spark.config import ClockSettings, load_config
+from causal_spark.generate import GeneratorSpec
+from causal_spark.sinks import Warehouse
 
 HERE = Path(__file__).resolve().parent
 SCRATCH = HERE / "out" / "clocks"
