@@ -3,9 +3,11 @@
 The unit of work is a *component*: the processes of one trace that exchange
 messages with one another (connected components of the trace's process graph,
 `causal_spark.graphs`). Components are independent, so each is processed on
-its own. Each component is cut into `n_slabs` slabs: slab s holds, for every
-process p, its events with floor((lseq - 1) * n_slabs / N_p) = s, so a slab
-is a band of every process's stream.
+its own. Each component is cut into `n_slabs` slabs, each a band of every
+process's stream: by time when every event has `ts` (slab s holds the events
+from the s-th time step of the component on), else by equal shares of each
+process's events. Slab borders only decide how much crosses them (cost),
+never the result.
 
 - **Per-trace engine** (n_slabs = 1): one grouped Arrow UDF per component runs
   the compiled kernel of `causal_spark.clock_kernel` over all its events and
@@ -70,6 +72,10 @@ SEED_VC = "seed_vc"
 SEED_LAMPORT = "seed_lamport"
 INVALID = "invalid"
 NEXT_SLAB = "next_slab"
+IS_LAST = "is_last"
+BOUNDS = "bounds"
+T_MIN = "__t_min"
+T_MAX = "__t_max"
 CYCLE = "cycle"
 UNIT = [C.TRACE_ID, COMPONENT]
 GROUP = [C.TRACE_ID, COMPONENT, SLAB]
@@ -113,12 +119,18 @@ def _n_slabs(settings: ClockSettings) -> Column:
 def plan_units(
     events: DataFrame, messages: DataFrame, settings: ClockSettings
 ) -> tuple[DataFrame, int]:
-    """One row per (trace, process): component, N_p, the trace's n and its component's slabs.
+    """One row per (trace, process): component, N_p, the trace's n, its component's slabs.
 
     Output: trace_id, pidx, component, proc_events (long), n_processes (int),
-    unit_events (long), n_slabs (int); checkpointed (it is small).
+    unit_events (long), n_slabs (int), bounds (array<long>: the first lseq of
+    slabs 1..n_slabs-1 on this process); checkpointed (it is small).
     """
-    counts = events.groupBy(C.TRACE_ID, C.PIDX).agg(F.count(F.lit(1)).alias(PROC_EVENTS))
+    counts = events.groupBy(C.TRACE_ID, C.PIDX).agg(
+        F.count(F.lit(1)).alias(PROC_EVENTS),
+        F.min(C.TS).alias("__ts_min"),
+        F.max(C.TS).alias("__ts_max"),
+        F.count(C.TS).alias("__ts_known"),
+    )
     edges = (
         messages.where(F.col(C.STATUS) == C.DELIVERED)
         .select(C.TRACE_ID, C.SRC_PIDX, C.DST_PIDX)
@@ -137,28 +149,96 @@ def plan_units(
         .withColumn(N_PROCS, (F.max(C.PIDX).over(per_trace) + 1).cast("int"))
         .withColumn(UNIT_EVENTS, F.sum(PROC_EVENTS).over(per_unit))
         .withColumn(N_SLABS, _n_slabs(settings))
-        .select(
-            C.TRACE_ID,
-            F.col(C.PIDX).cast("int").alias(C.PIDX),
-            COMPONENT,
-            F.col(PROC_EVENTS).cast("long").alias(PROC_EVENTS),
-            N_PROCS,
-            F.col(UNIT_EVENTS).cast("long").alias(UNIT_EVENTS),
-            N_SLABS,
+        .withColumn(
+            "__timed",
+            (F.sum("__ts_known").over(per_unit) == F.col(UNIT_EVENTS))
+            & (F.max("__ts_max").over(per_unit) > F.min("__ts_min").over(per_unit)),
+        )
+        .withColumn(T_MIN, F.min("__ts_min").over(per_unit))
+        .withColumn(T_MAX, F.max("__ts_max").over(per_unit))
+    )
+    info = checkpoint(info)
+    bounds = _time_bounds(events, info)
+    planned = info.join(F.broadcast(bounds), [C.TRACE_ID, C.PIDX], "left").select(
+        C.TRACE_ID,
+        F.col(C.PIDX).cast("int").alias(C.PIDX),
+        COMPONENT,
+        F.col(PROC_EVENTS).cast("long").alias(PROC_EVENTS),
+        N_PROCS,
+        F.col(UNIT_EVENTS).cast("long").alias(UNIT_EVENTS),
+        N_SLABS,
+        F.when(F.col(N_SLABS) == 1, F.array().cast("array<long>"))
+        .when(F.col("__timed"), F.col(BOUNDS))
+        .otherwise(_fraction_bounds())
+        .alias(BOUNDS),
+    )
+    return checkpoint(planned), found.rounds
+
+
+def _fraction_bounds() -> Column:
+    """Slab s starts at the event ceil(s * N_p / n_slabs) + 1: equal shares of each process."""
+    return F.transform(
+        F.sequence(F.lit(1), F.col(N_SLABS) - 1),
+        lambda s: (F.ceil(s * F.col(PROC_EVENTS) / F.col(N_SLABS)) + 1).cast("long"),
+    )
+
+
+def _time_bounds(events: DataFrame, info: DataFrame) -> DataFrame:
+    """Per process of a split unit whose events all have `ts`: slab s starts at the first
+    event at or after the unit's s-th time step, so a slab is a band of time across every
+    process and few messages cross slab borders (equal lseq shares drift apart across
+    processes by far more than a latency). A `ts` that goes back in time on a process can
+    only move a border later (the first lseq is a minimum over a shrinking set)."""
+    split = info.where((F.col(N_SLABS) > 1) & F.col("__timed")).select(
+        C.TRACE_ID, C.PIDX, N_SLABS, PROC_EVENTS, T_MIN, T_MAX
+    )
+    raw = F.least(
+        F.floor((F.col(C.TS) - F.col(T_MIN)) / (F.col(T_MAX) - F.col(T_MIN)) * F.col(N_SLABS)),
+        F.col(N_SLABS) - 1,
+    ).cast("int")
+    firsts = (
+        events.join(F.broadcast(split), [C.TRACE_ID, C.PIDX])
+        .groupBy(C.TRACE_ID, C.PIDX, raw.alias("__raw"))
+        .agg(
+            F.min(C.LSEQ).alias("__first"),
+            F.first(N_SLABS).alias(N_SLABS),
+            F.first(PROC_EVENTS).alias(PROC_EVENTS),
+        )
+        .groupBy(C.TRACE_ID, C.PIDX)
+        .agg(
+            F.collect_list(F.struct("__raw", "__first")).alias("__firsts"),
+            F.first(N_SLABS).alias(N_SLABS),
+            F.first(PROC_EVENTS).alias(PROC_EVENTS),
         )
     )
-    return checkpoint(info), found.rounds
+    return firsts.select(
+        C.TRACE_ID,
+        C.PIDX,
+        F.transform(
+            F.sequence(F.lit(1), F.col(N_SLABS) - 1),
+            lambda s: F.coalesce(
+                F.array_min(
+                    F.transform(
+                        F.filter("__firsts", lambda x: x["__raw"] >= s), lambda x: x["__first"]
+                    )
+                ),
+                F.col(PROC_EVENTS) + 1,
+            ).cast("long"),
+        ).alias(BOUNDS),
+    )
 
 
-def _slab_of(lseq: Column, n_slabs: Column, proc_events: Column) -> Column:
-    return F.floor((lseq - 1) * n_slabs / proc_events).cast("int")
+def _slab_of(lseq: Column, bounds: Column) -> Column:
+    """The slab of event `lseq`: how many slab starts are at or before it."""
+    return F.size(F.filter(bounds, lambda b: b <= lseq)).cast("int")
 
 
 def _keyed_events(events: DataFrame, info: DataFrame) -> DataFrame:
     return (
         events.drop(C.LAMPORT, C.VC)
         .join(F.broadcast(info), [C.TRACE_ID, C.PIDX])
-        .withColumn(SLAB, _slab_of(F.col(C.LSEQ), F.col(N_SLABS), F.col(PROC_EVENTS)))
+        .withColumn(SLAB, _slab_of(F.col(C.LSEQ), F.col(BOUNDS)))
+        .drop(BOUNDS)
     )
 
 
@@ -167,7 +247,7 @@ def _receive_links(messages: DataFrame, info: DataFrame) -> DataFrame:
     senders = info.select(
         C.TRACE_ID,
         F.col(C.PIDX).alias(PEER_PIDX),
-        F.col(PROC_EVENTS).alias("__send_events"),
+        F.col(BOUNDS).alias("__send_bounds"),
     )
     return (
         messages.where(F.col(C.STATUS) == C.DELIVERED)
@@ -185,12 +265,12 @@ def _receive_links(messages: DataFrame, info: DataFrame) -> DataFrame:
             F.lit(LINK_RECV).alias(LINK),
             C.TRACE_ID,
             COMPONENT,
-            _slab_of(F.col(C.LSEQ), F.col(N_SLABS), F.col(PROC_EVENTS)).alias(SLAB),
+            _slab_of(F.col(C.LSEQ), F.col(BOUNDS)).alias(SLAB),
             C.PIDX,
             C.LSEQ,
             PEER_PIDX,
             PEER_LSEQ,
-            _slab_of(F.col(PEER_LSEQ), F.col(N_SLABS), F.col("__send_events")).alias(PEER_SLAB),
+            _slab_of(F.col(PEER_LSEQ), F.col("__send_bounds")).alias(PEER_SLAB),
             C.MSG_ID,
         )
     )
@@ -397,7 +477,7 @@ def _exports_schema() -> T.StructType:
             T.StructField("ldep_pidx", T.ArrayType(T.IntegerType())),
             T.StructField("ldep_lseq", T.ArrayType(T.LongType())),
             T.StructField("ldep_dist", T.ArrayType(T.IntegerType())),
-            T.StructField(NEXT_SLAB, T.IntegerType()),
+            T.StructField(IS_LAST, T.BooleanType()),
             T.StructField(CYCLE, T.BooleanType()),
         ]
     )
@@ -469,11 +549,9 @@ def _symbolic_slab(events: pa.Table, links: pa.Table) -> pa.Table:
     offsets = np.zeros(len(rows) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
     proc_events = _int_column(slab.events, PROC_EVENTS)
-    n_slabs = int(slab.events.column(N_SLABS)[0].as_py())
     row_lseq = slab.lseq[rows]
     row_proc = slab.proc[rows]
     is_last = np.isin(rows, last_rows) & (row_lseq < proc_events[rows])
-    next_slab = np.where(is_last, (row_lseq * n_slabs) // proc_events[rows], -1)
 
     def lists(values: np.ndarray, kind: pa.DataType) -> pa.Array:
         return pa.ListArray.from_arrays(
@@ -493,7 +571,7 @@ def _symbolic_slab(events: pa.Table, links: pa.Table) -> pa.Table:
             "ldep_pidx": lists(entry_proc[reach_entries], pa.int32()),
             "ldep_lseq": lists(entry_lseq[reach_entries], pa.int64()),
             "ldep_dist": lists(dist[reach_rows, reach_entries], pa.int32()),
-            NEXT_SLAB: pa.array(np.where(next_slab >= 0, next_slab, 0), pa.int32(), mask=~is_last),
+            IS_LAST: pa.array(is_last),
             CYCLE: pa.array(np.zeros(count, dtype=bool)),
         },
         schema=_arrow(schema),
@@ -584,7 +662,7 @@ def _resolved_schema() -> T.StructType:
             T.StructField(C.LSEQ, T.LongType()),
             T.StructField(SEED_VC, T.ArrayType(T.IntegerType())),
             T.StructField(SEED_LAMPORT, T.LongType()),
-            T.StructField(NEXT_SLAB, T.IntegerType()),
+            T.StructField(IS_LAST, T.BooleanType()),
             T.StructField(CYCLE, T.BooleanType()),
         ]
     )
@@ -649,7 +727,7 @@ def _resolve_component(exports: pa.Table) -> pa.Table:
             C.LSEQ: exports.column(C.LSEQ),
             SEED_VC: _list_matrix(vc.astype(np.int32), pa.int32()),
             SEED_LAMPORT: pa.array(lamport, pa.int64()),
-            NEXT_SLAB: exports.column(NEXT_SLAB),
+            IS_LAST: exports.column(IS_LAST),
             CYCLE: pa.array(np.zeros(len(exports), dtype=bool)),
         },
         schema=schema,
@@ -724,7 +802,12 @@ def with_clocks(
         [C.TRACE_ID, COMPONENT, PEER_PIDX, PEER_LSEQ],
         "left",
     )
-    seeds = good.where(F.col(NEXT_SLAB).isNotNull()).select(
+    # the last event of p in a slab seeds p's next slab: the slab of the event after it
+    seeds = (
+        good.where(F.col(IS_LAST))
+        .join(F.broadcast(info.select(C.TRACE_ID, C.PIDX, BOUNDS)), [C.TRACE_ID, C.PIDX])
+        .withColumn(NEXT_SLAB, _slab_of(F.col(C.LSEQ) + 1, F.col(BOUNDS)))
+    ).select(
         F.lit(LINK_SEED).alias(LINK),
         C.TRACE_ID,
         COMPONENT,

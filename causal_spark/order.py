@@ -150,7 +150,5 @@ def causal_cone(events: DataFrame, trace_id: str, process: str, lseq: int) -> Da
     return (
         causal_past(events, trace_id, process, lseq)
         .withColumn(SIDE, F.lit(PAST))
-        .unionByName(
-            causal_future(events, trace_id, process, lseq).withColumn(SIDE, F.lit(FUTURE))
-        )
+        .unionByName(causal_future(events, trace_id, process, lseq).withColumn(SIDE, F.lit(FUTURE)))
     )

@@ -135,11 +135,18 @@ def test_random_traces_match_the_transitive_closure(
         assert_matches_brute_force([e for e in clocked if e.trace_id == trace.trace_id], trace)
 
 
-@pytest.mark.parametrize("slab_events", [3, 17, 60], ids=lambda s: f"slab{s}")
+@pytest.mark.parametrize(
+    ("slab_events", "timed"),
+    [(3, True), (17, True), (60, True), (17, False)],
+    ids=["slab3", "slab17", "slab60", "slab17-no-ts"],
+)
 def test_both_engines_give_identical_tables(
-    random_set: tuple[list[Trace], DataFrame, DataFrame], slab_events: int
+    random_set: tuple[list[Trace], DataFrame, DataFrame], slab_events: int, timed: bool
 ) -> None:
+    """Slabs are time bands when every event has `ts`, equal lseq shares otherwise."""
     _, events, messages = random_set
+    if not timed:
+        events = events.withColumn("ts", F.lit(None).cast("double"))
     one = with_clocks(events, messages, ENGINES["per_trace"]).events
     many = with_clocks(
         events, messages, ClockSettings(engine="distributed", slab_events=slab_events)
