@@ -48,6 +48,8 @@ from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
 
+import itertools
+
 from baselines import generate_reference
 from run import PeakMemory
 
@@ -264,20 +266,31 @@ def kernel_inputs(events: pa.Table, messages: pa.Table) -> dict[str, np.ndarray 
 
 
 def baseline_single_process(warehouse: Path, out: Path) -> None:
-    """Read both tables with delta-rs, run the reference kernel, write events with delta-rs."""
-    inputs = kernel_inputs(_read(warehouse / "events"), _read(warehouse / "messages"))
-    vc, lamport = reference_kernel(
-        inputs["pidx"], inputs["send_row"], inputs["start"], inputs["n"]
-    )
-    events: pa.Table = inputs["events"]  # type: ignore[assignment]
-    rows, n = vc.shape
-    offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32))
-    vectors = pa.ListArray.from_arrays(
-        offsets, pa.array(vc.reshape(-1)), type=pa.list_(pa.field("element", pa.int32()))
-    )
-    clocked = events.drop_columns(["lamport", "vc"])
-    clocked = clocked.append_column("lamport", pa.array(lamport)).append_column("vc", vectors)
-    write_deltalake(str(out), clocked.cast(tables.arrow_schema(tables.EVENTS)), mode="overwrite")
+    """Read both tables with delta-rs, run the reference kernel per trace, write events."""
+    events = _read(warehouse / "events").sort_by([("trace_id", "ascending")])
+    messages = _read(warehouse / "messages").sort_by([("trace_id", "ascending")])
+    parts = []
+    ev_ids = events.column("trace_id").to_numpy(zero_copy_only=False)
+    ms_ids = messages.column("trace_id").to_numpy(zero_copy_only=False)
+    ev_cut = np.flatnonzero(np.r_[True, ev_ids[1:] != ev_ids[:-1], True])
+    for a, b in itertools.pairwise(ev_cut):
+        trace = ev_ids[a]
+        lo, hi = np.searchsorted(ms_ids, trace, "left"), np.searchsorted(ms_ids, trace, "right")
+        inputs = kernel_inputs(events.slice(a, b - a), messages.slice(lo, hi - lo))
+        vc, lamport = reference_kernel(
+            inputs["pidx"], inputs["send_row"], inputs["start"], inputs["n"]
+        )
+        rows, n = vc.shape
+        offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32))
+        vectors = pa.ListArray.from_arrays(
+            offsets, pa.array(vc.reshape(-1)), type=pa.list_(pa.field("element", pa.int32()))
+        )
+        clocked = inputs["events"].drop_columns(["lamport", "vc"])  # type: ignore[union-attr]
+        parts.append(
+            clocked.append_column("lamport", pa.array(lamport)).append_column("vc", vectors)
+        )
+    table = pa.concat_tables(parts).cast(tables.arrow_schema(tables.EVENTS))
+    write_deltalake(str(out), table, mode="overwrite")
 
 
 def pure_python_clocks(events: pa.Table, messages: pa.Table) -> int:
@@ -453,11 +466,17 @@ def _generated(spec: GeneratorSpec) -> Callable[[], pa.Table]:
 
 
 def save(results: list[Result]) -> None:
+    """Write this run's results, keeping earlier runs' results for cases not re-run here."""
+    earlier: list[dict] = []
+    path = HERE / "clocks.json"
+    if path.exists():
+        rerun = {r.case for r in results}
+        earlier = [r for r in json.loads(path.read_text())["results"] if r["case"] not in rerun]
     payload = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
-        "results": [dataclasses.asdict(r) for r in results],
+        "results": earlier + [dataclasses.asdict(r) for r in results],
     }
     (HERE / "clocks.json").write_text(json.dumps(payload, indent=1) + "\n")
     (HERE / "clocks.md").write_text(render(payload))
