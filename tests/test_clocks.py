@@ -197,6 +197,12 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
     same number of Spark jobs, and its clocks are the closed form: the i-th event on a
     process knows every earlier event of the chain."""
     jobs = {}
+    # warm up (Numba compilation, Python workers): timing decides whether an asynchronous
+    # broadcast job lands in the counted group, so the counts may differ by one or two
+    warm_events, warm_messages = frames(spark, [ping_pong("warm", 20)])
+    with_clocks(
+        warm_events, warm_messages, ClockSettings(engine="distributed", slab_events=10)
+    ).events.collect()
     for length in (200, 2000):
         trace = ping_pong(f"pp{length}", length)
         events, messages = frames(spark, [trace])
@@ -220,7 +226,9 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
             # chain position k (1-based over the whole trace) = lamport; both ends know it all
             k = e.lamport
             assert sum(e.vc) == k
-    assert jobs[200] == jobs[2000], jobs
+    # 8 slabs -> 80 slabs and a 10x longer chain: a round per slab or per hop would add at
+    # least 72 jobs; the engine's count stays the same up to that scheduling noise
+    assert abs(jobs[2000] - jobs[200]) <= 2, jobs
 
 
 def test_components_are_computed_and_independent(
