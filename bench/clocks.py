@@ -29,9 +29,7 @@ import dataclasses
 import json
 import platform
 import shutil
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a pack
 import itertools
 
 from baselines import generate_reference
-from run import PeakMemory
+from run import measure
 
 from causal_spark import tables
 from causal_spark.app.runs import run_job
@@ -348,17 +346,6 @@ class Result:
     seconds: float
     peak_mb: float
     repeats: int
-
-
-def measure(fn: Callable[[], object], repeats: int, tree: bool) -> tuple[float, float]:
-    times, peaks = [], []
-    for _ in range(repeats):
-        with PeakMemory(tree) as memory:
-            began = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - began)
-        peaks.append(memory.peak / 2**20)
-    return statistics.median(times), max(peaks)
 
 
 def main() -> int:

@@ -74,6 +74,8 @@ def _clocks(
                 break
             first = e == start[p]
             previous = init_lamport[p] if first else lamport[e - 1]
+            # four explicit loops rather than row views: with views Numba cannot prove the
+            # rows do not alias and the kernel measured 9% slower (2*10^6 x 64, median of 5)
             if s >= 0:
                 if first:
                     for j in range(n):

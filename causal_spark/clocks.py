@@ -47,6 +47,7 @@ from numba import njit
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from causal_spark import columns as C
 from causal_spark import tables
@@ -330,20 +331,28 @@ def _int_column(table: pa.Table, name: str, fill: int = -1) -> np.ndarray:
     return values
 
 
-def _vectors(matrix: np.ndarray) -> pa.Array:
-    rows, n = matrix.shape
-    offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, pa.array(matrix.reshape(-1)), type=VC_ARROW)
-
-
-def _matrix(vectors: pa.ChunkedArray | pa.Array, n: int) -> np.ndarray:
-    """A list<int> column whose rows all have n entries -> a rows x n int32 matrix."""
+def _matrix(vectors: pa.ChunkedArray | pa.Array, n: int, dtype: type = np.int32) -> np.ndarray:
+    """A list<int> column whose rows all have n entries -> a rows x n matrix."""
     if isinstance(vectors, pa.ChunkedArray):
         vectors = vectors.combine_chunks()
     if len(vectors) == 0:
-        return np.zeros((0, n), dtype=np.int32)
-    flat: np.ndarray = pc.list_flatten(vectors).to_numpy(zero_copy_only=False).astype(np.int32)
+        return np.zeros((0, n), dtype=dtype)
+    flat: np.ndarray = pc.list_flatten(vectors).to_numpy(zero_copy_only=False).astype(dtype)
     return flat.reshape(len(vectors), n)
+
+
+def _list_matrix(matrix: np.ndarray, kind: pa.DataType | None = None) -> pa.Array:
+    """A rows x n matrix -> a list<element: kind> column (int32 by default), from one buffer."""
+    kind = kind or pa.int32()
+    rows, n = matrix.shape
+    offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32))
+    return pa.ListArray.from_arrays(
+        offsets, pa.array(matrix.reshape(-1), kind), type=pa.list_(pa.field("element", kind))
+    )
+
+
+def _arrow(schema: T.StructType) -> pa.Schema:
+    return to_arrow_schema(schema, timezone="UTC")
 
 
 @dataclass(frozen=True)
@@ -354,6 +363,9 @@ class _Slab:
     n: int
     proc: np.ndarray
     lseq: np.ndarray
+    start: np.ndarray  # first row of each process
+    first_lseq: np.ndarray  # lseq of that row
+    length: np.ndarray  # events of each process in the slab
     send_proc: np.ndarray
     send_lseq: np.ndarray
     import_of: np.ndarray
@@ -397,6 +409,9 @@ def _slab_inputs(events: pa.Table, links: pa.Table) -> _Slab:
         n=n,
         proc=proc,
         lseq=lseq,
+        start=start,
+        first_lseq=first_lseq,
+        length=length,
         send_proc=send_proc,
         send_lseq=send_lseq,
         import_of=import_of,
@@ -427,7 +442,7 @@ def _exact_slab_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
     out_names = [f.name for f in _events_output_schema().fields]
     keep = [name for name in out_names if name not in (C.LAMPORT, C.VC)]
     if len(events) == 0:
-        return pa.Table.from_pylist([], schema=_arrow_events_schema())
+        return pa.Table.from_pylist([], schema=_arrow(_events_output_schema()))
     slab = _slab_inputs(events, links)
     rows = len(slab.proc)
     body = slab.events.select(keep)
@@ -450,14 +465,8 @@ def _exact_slab_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
             C.VC, pa.nulls(rows, VC_ARROW)
         )
     return body.append_column(C.LAMPORT, pa.array(found.lamport)).append_column(
-        C.VC, _vectors(found.vc)
+        C.VC, _list_matrix(found.vc)
     )
-
-
-def _arrow_events_schema() -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(_events_output_schema(), timezone="UTC")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -491,8 +500,7 @@ def _symbolic_slab(events: pa.Table, links: pa.Table) -> pa.Table:
     n = slab.n
     trace = slab.events.column(C.TRACE_ID)[0].as_py()
     component = slab.events.column(COMPONENT)[0].as_py()
-    start, first_lseq = group_layout(slab.proc, slab.lseq, n)
-    length = np.bincount(slab.proc, minlength=n)
+    start, first_lseq, length = slab.start, slab.first_lseq, slab.length
     present = length > 0
     # unknowns: each present process's last event before the slab, then each imported send
     frontier_procs = np.flatnonzero(present & (first_lseq > 1))
@@ -576,20 +584,6 @@ def _symbolic_slab(events: pa.Table, links: pa.Table) -> pa.Table:
         },
         schema=_arrow(schema),
     )
-
-
-def _list_matrix(matrix: np.ndarray, kind: pa.DataType) -> pa.Array:
-    rows, n = matrix.shape
-    offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32))
-    return pa.ListArray.from_arrays(
-        offsets, pa.array(matrix.reshape(-1), kind), type=pa.list_(pa.field("element", kind))
-    )
-
-
-def _arrow(schema: T.StructType) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -698,7 +692,7 @@ def _resolve_component(exports: pa.Table) -> pa.Table:
             raise ValueError(f"trace {trace}: a slab depends on an event no slab exported")
         return at
 
-    vdep = _matrix_long(exports.column("vdep"), n)
+    vdep = _matrix(exports.column("vdep"), n, np.int64)
     vdep_node = np.full(vdep.shape, -1, dtype=np.int64)
     wanted = np.nonzero(vdep > 0)
     vdep_node[wanted] = node_of(wanted[1].astype(np.int64), vdep[wanted])
@@ -732,14 +726,6 @@ def _resolve_component(exports: pa.Table) -> pa.Table:
         },
         schema=schema,
     )
-
-
-def _matrix_long(vectors: pa.ChunkedArray, n: int) -> np.ndarray:
-    combined = vectors.combine_chunks()
-    if len(combined) == 0:
-        return np.zeros((0, n), dtype=np.int64)
-    flat: np.ndarray = pc.list_flatten(combined).to_numpy().astype(np.int64)
-    return flat.reshape(len(combined), n)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,26 +43,28 @@ def _truth(trace: Trace) -> dict[tuple[str, int], set[tuple[str, int]]]:
     return happened_before_sets(trace.lengths(), trace.delivered())
 
 
+def _pairs(events: DataFrame) -> DataFrame:
+    """Every ordered pair of events of a trace, as structs e and f, with hb and co columns."""
+    e = events.select(F.struct("trace_id", "process", "pidx", "lseq", "vc").alias("e"))
+    f = events.select(F.struct("trace_id", "process", "pidx", "lseq", "vc").alias("f"))
+    return e.join(f, F.col("e.trace_id") == F.col("f.trace_id")).select(
+        F.col("e.trace_id").alias("trace_id"),
+        F.col("e.process").alias("ep"),
+        F.col("e.lseq").alias("el"),
+        F.col("f.process").alias("fp"),
+        F.col("f.lseq").alias("fl"),
+        happened_before("e", "f").alias("hb"),
+        concurrent("e", "f").alias("co"),
+        "e",
+        "f",
+    )
+
+
 def test_relation_matches_brute_force_for_every_pair(
     clocked: tuple[list[Trace], DataFrame, DataFrame],
 ) -> None:
     traces, events, _ = clocked
-    e = events.select(F.struct("trace_id", "process", "pidx", "lseq", "vc").alias("e"))
-    f = events.select(F.struct("trace_id", "process", "pidx", "lseq", "vc").alias("f"))
-    pairs = (
-        e.join(f, F.col("e.trace_id") == F.col("f.trace_id"))
-        .select(
-            "e.trace_id",
-            F.col("e.process").alias("ep"),
-            F.col("e.lseq").alias("el"),
-            F.col("f.process").alias("fp"),
-            F.col("f.lseq").alias("fl"),
-            happened_before("e", "f").alias("hb"),
-            concurrent("e", "f").alias("co"),
-            relation("e", "f").alias("rel"),
-        )
-        .collect()
-    )
+    pairs = _pairs(events).select("*", relation("e", "f").alias("rel")).collect()
     truth = {t.trace_id: _truth(t) for t in traces}
     assert len(pairs) == sum(len(t.events) ** 2 for t in traces)
     for p in pairs:
@@ -90,17 +92,7 @@ def test_sql_functions_agree_with_the_column_helpers(
         FROM clocked_events e JOIN clocked_events f ON e.trace_id = f.trace_id
         """
     )
-    e = events.select(F.struct("trace_id", "process", "pidx", "lseq", "vc").alias("e"))
-    f = events.select(F.struct("trace_id", "process", "pidx", "lseq", "vc").alias("f"))
-    by_columns = e.join(f, F.col("e.trace_id") == F.col("f.trace_id")).select(
-        F.col("e.trace_id").alias("trace_id"),
-        F.col("e.process").alias("ep"),
-        F.col("e.lseq").alias("el"),
-        F.col("f.process").alias("fp"),
-        F.col("f.lseq").alias("fl"),
-        happened_before("e", "f").alias("hb"),
-        concurrent("e", "f").alias("co"),
-    )
+    by_columns = _pairs(events).drop("e", "f")
     assert sorted(by_sql.collect()) == sorted(by_columns.collect())
     assert by_sql.where("hb").count() > 0 and by_sql.where("co").count() > 0
 
