@@ -346,6 +346,7 @@ class Result:
     seconds: float
     peak_mb: float
     repeats: int
+    run: str = ""  # when the run that measured it started (UTC)
 
 
 def main() -> int:
@@ -376,11 +377,14 @@ def main() -> int:
     config = load_config()  # the embedded local profile, as users run it
     spark = build_session(config.spark)
     results: list[Result] = []
+    started = datetime.now(UTC).isoformat(timespec="minutes")
 
     def record(case: str, impl: str, events: int, processes: int, traces: int,
                fn: Callable[[], object], repeats: int, tree: bool) -> None:  # fmt: skip
         seconds, peak = measure(fn, repeats, tree)
-        results.append(Result(case, impl, events, processes, traces, seconds, peak, repeats))
+        results.append(
+            Result(case, impl, events, processes, traces, seconds, peak, repeats, started)
+        )
         save(results)
         print(f"{case:28} {impl:20} {seconds:9.2f} s  peak {peak:8.0f} MB", flush=True)
 
@@ -476,12 +480,13 @@ def render(payload: dict) -> str:
         "",
         f"Run {payload['when']} on {payload['machine']} by `bench/clocks.py`.",
         "Medians (3 repeats up to 10^6 events, 1 above). Ratios are same-run: the",
-        "baseline's time over the engine's (above 1: the engine is faster).",
+        "baseline's time over the engine's (above 1: the engine is faster). A `--only`",
+        "run keeps the other cases' results; `run` says which run measured each case.",
         "",
-        "| case | events | n | per-trace s | distributed s | baseline s | baseline / per-trace "
+        "| run | case | events | n | per-trace s | distributed s | baseline s | baseline / per-trace "
         "| distributed / per-trace | kernel Mev/s | reference Mev/s | kernel / reference "
         "| pure Python s | traces/s | per-trace peak MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case in dict.fromkeys(r.case for r in rows):
         got = {r.impl: r for r in rows if r.case == case}
@@ -504,7 +509,7 @@ def render(payload: dict) -> str:
             else "-"
         )
         lines.append(
-            f"| {case} | {base.events:,} | {base.processes} | {s('spark per-trace')} "
+            f"| {base.run} | {case} | {base.events:,} | {base.processes} | {s('spark per-trace')} "
             f"| {s('spark distributed')} | {s('baseline')} | {ratio('baseline', 'spark per-trace')} "
             f"| {ratio('spark distributed', 'spark per-trace')} | {rate('kernel')} "
             f"| {rate('reference kernel')} | {kernel_ratio} | {s('pure python')} "
