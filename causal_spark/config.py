@@ -61,11 +61,22 @@ class ClockSettings:
 
 
 @dataclass(frozen=True)
+class DetectSettings:
+    """How anomalies are searched (section `detect:`); see `causal_spark.anomalies`."""
+
+    # work (channel probes and receives scanned) one crown component's search for a
+    # shortest witness may spend after its first breadth-first search; past it the
+    # component is still reported, its witness flagged as maybe not the shortest
+    crown_search_budget: int = 20_000_000
+
+
+@dataclass(frozen=True)
 class Config:
     spark: SparkSettings = field(default_factory=SparkSettings)
     sink: SinkSettings = field(default_factory=SinkSettings)
     ingest: IngestSettings = field(default_factory=IngestSettings)
     clocks: ClockSettings = field(default_factory=ClockSettings)
+    detect: DetectSettings = field(default_factory=DetectSettings)
     profile: str = DEFAULT_PROFILE
 
     def to_json(self) -> str:
@@ -90,7 +101,7 @@ def _section(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 
 def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
     """Build a `Config` from a parsed YAML mapping, rejecting unknown keys."""
-    _require_keys("<top>", raw, {"spark", "sink", "ingest", "clocks"})
+    _require_keys("<top>", raw, {"spark", "sink", "ingest", "clocks", "detect"})
     spark_raw = _section(raw, "spark")
     _require_keys("spark", spark_raw, {"master", "app_name", "conf"})
     spark_conf = spark_raw.get("conf") or {}
@@ -121,6 +132,7 @@ def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
         sink=SinkSettings(format=sink_format),  # type: ignore[arg-type]
         ingest=ingest,
         clocks=_clock_settings(_section(raw, "clocks")),
+        detect=_detect_settings(_section(raw, "detect")),
         profile=profile,
     )
 
@@ -157,6 +169,16 @@ def _clock_settings(raw: Mapping[str, Any]) -> ClockSettings:
             "clocks", raw, "checkpoint_interval", defaults.checkpoint_interval
         ),
         matrix=matrix,
+    )
+
+
+def _detect_settings(raw: Mapping[str, Any]) -> DetectSettings:
+    defaults = DetectSettings()
+    _require_keys("detect", raw, set(asdict(defaults)))
+    return DetectSettings(
+        crown_search_budget=_positive_int(
+            "detect", raw, "crown_search_budget", defaults.crown_search_budget
+        )
     )
 
 

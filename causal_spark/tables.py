@@ -21,8 +21,23 @@ QUARANTINE = "quarantine"
 RUNS = "runs"
 TRACE_CLOCKS = "trace_clocks"
 MATRIX_CLOCKS = "matrix_clocks"
+VIOLATIONS = "violations"
+CROWNS = "crowns"
+CROWN_MEMBERS = "crown_members"
+TRACE_SUMMARY = "trace_summary"
 
-TABLES: tuple[str, ...] = (EVENTS, MESSAGES, QUARANTINE, RUNS, TRACE_CLOCKS, MATRIX_CLOCKS)
+TABLES: tuple[str, ...] = (
+    EVENTS,
+    MESSAGES,
+    QUARANTINE,
+    RUNS,
+    TRACE_CLOCKS,
+    MATRIX_CLOCKS,
+    VIOLATIONS,
+    CROWNS,
+    CROWN_MEMBERS,
+    TRACE_SUMMARY,
+)
 
 
 class SchemaMismatchError(ValueError):

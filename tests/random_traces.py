@@ -49,6 +49,7 @@ def random_trace(
     internal: float = 0.15,
     lose: float = 0.1,
     orphan: float = 0.03,
+    self_send: float = 0.0,
 ) -> Trace:
     names = [f"p{i:02d}" for i in range(n_procs)]
     group = {p: i % groups for i, p in enumerate(names)}
@@ -81,6 +82,8 @@ def random_trace(
     for _ in range(n_steps):
         p = rng.choice(names)
         peers = [q for q in names if q != p and group[q] == group[p]]
+        if self_send and rng.random() < self_send:
+            peers = [p]
         roll = rng.random()
         if waiting[p] and roll < 0.45:
             m = waiting[p].pop(rng.randrange(len(waiting[p])))

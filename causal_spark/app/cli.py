@@ -12,10 +12,12 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from causal_spark import tables
+from causal_spark.anomalies import ORDER_CLASSES
 from causal_spark.app.runs import RunRecord, Stage, run_job
 from causal_spark.app.session import build_session
-from causal_spark.app.stages import clocks_stage, ingest_stage
+from causal_spark.app.stages import clocks_stage, detect_stage, ingest_stage
 from causal_spark.config import Config, ConfigError, load_config
+from causal_spark.explain import Findings, UnknownMessageError, explain_message
 from causal_spark.generate import (
     GeneratorError,
     GeneratorSpec,
@@ -29,7 +31,7 @@ from causal_spark.sources import InputError
 log = logging.getLogger("causal_spark")
 
 # the stages `audit` runs, in order, after ingest
-AUDIT_STAGES: tuple[str, ...] = ("ingest", "clocks")
+AUDIT_STAGES: tuple[str, ...] = ("ingest", "clocks", "detect")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also write matrix_clocks (sparse matrix clocks; conf clocks.matrix does the same)",
     )
+    text = "find FIFO and causal-order violations and crowns; write trace_summary"
+    p = sub.add_parser("detect", help=text, description=text, allow_abbrev=False)
+    common(p)
+    text = "explain in words the violations and crowns a message takes part in"
+    p = sub.add_parser("explain", help=text, description=text, allow_abbrev=False)
+    common(p)
+    p.add_argument("--trace", required=True, help="trace_id")
+    p.add_argument("--msg", required=True, help="msg_id")
     return parser
 
 
@@ -75,9 +85,11 @@ def _stages(command: str, args: argparse.Namespace) -> list[Stage]:
     if command == "ingest":
         return [ingest_stage(args.inputs)]
     if command == "audit":
-        return [ingest_stage(args.inputs), clocks_stage(args.matrix)]
+        return [ingest_stage(args.inputs), clocks_stage(args.matrix), detect_stage()]
     if command == "clocks":
         return [clocks_stage(args.matrix)]
+    if command == "detect":
+        return [detect_stage()]
     raise AssertionError(f"no stages for command {command}")
 
 
@@ -104,6 +116,12 @@ def _report(record: RunRecord, out: Callable[[str], None]) -> None:
             f"(causal cycle); {counts['clock_passes']} clock pass(es), "
             f"{counts['component_rounds']} component round(s)"
         )
+    if "class_RSC" in counts:
+        classes = ", ".join(f"{name} {counts[f'class_{name}']}" for name in ORDER_CLASSES)
+        out(
+            f"detect: {counts[tables.VIOLATIONS]} violation row(s), "
+            f"{counts[tables.CROWNS]} crown component(s); traces by order class: {classes}"
+        )
 
 
 def generate(args: argparse.Namespace, session: SparkSession | None = None) -> str:
@@ -127,6 +145,22 @@ def generate(args: argparse.Namespace, session: SparkSession | None = None) -> s
         f"{spec.topology}, latency {args.latency}, loss {spec.loss}) to {args.out} "
         f"as {args.format} in {time.monotonic() - began:.1f} s"
     )
+
+
+def explain(args: argparse.Namespace, session: SparkSession | None = None) -> str:
+    """The violations and crowns of `args.msg` in `args.trace`, in words."""
+    config = load_config(args.conf)
+    spark = session or build_session(config.spark)
+    warehouse = Warehouse(spark, args.warehouse, config.sink.format)
+    findings = Findings(
+        events=warehouse.read(tables.EVENTS),
+        messages=warehouse.read(tables.MESSAGES),
+        violations=warehouse.read(tables.VIOLATIONS),
+        crowns=warehouse.read(tables.CROWNS),
+        crown_members=warehouse.read(tables.CROWN_MEMBERS),
+        trace_summary=warehouse.read(tables.TRACE_SUMMARY),
+    )
+    return explain_message(findings, args.trace, args.msg)
 
 
 def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
@@ -153,8 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if arguments[:1] == ["generate"]:
             print(generate(_parser().parse_args(arguments)))
             return 0
+        if arguments[:1] == ["explain"]:
+            print(explain(_parser().parse_args(arguments)))
+            return 0
         record = run(arguments)
-    except (ConfigError, InputError, WarehouseError, GeneratorError) as e:
+    except (ConfigError, InputError, WarehouseError, GeneratorError, UnknownMessageError) as e:
         print(f"causal-spark: error: {e}", file=sys.stderr)
         return 2
     _report(record, print)

@@ -9,6 +9,14 @@ from pyspark.sql import functions as F
 
 from causal_spark import columns as C
 from causal_spark import tables
+from causal_spark.anomalies import (
+    ORDER_CLASSES,
+    delivered_messages,
+    find_crowns,
+    find_violations,
+    require_valid_crowns,
+    summarize_traces,
+)
 from causal_spark.app.runs import Stage, StageContext
 from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_clocks
 from causal_spark.ingest import build_tables, classify_rows
@@ -58,6 +66,34 @@ def clocks_stage(matrix: bool = False) -> Stage:
         context.counts["invalid_traces"] = by_status.get(CLOCK_STATUS_INVALID, 0)
         context.counts["component_rounds"] = result.component_rounds
         context.counts["clock_passes"] = result.clock_passes
+
+    return run
+
+
+def detect_stage() -> Stage:
+    """Stage `violations`, `crowns`, `crown_members` and `trace_summary` (DESIGN §3, §5)."""
+
+    def run(context: StageContext) -> None:
+        settings = context.config.detect
+        events = context.table(tables.EVENTS)
+        messages = context.table(tables.MESSAGES)
+        trace_clocks = context.table(tables.TRACE_CLOCKS)
+        delivered = delivered_messages(messages, trace_clocks)
+        violations = context.stage(tables.VIOLATIONS, find_violations(events, delivered))
+        found = find_crowns(delivered, settings.crown_search_budget)
+        crowns = context.stage(tables.CROWNS, found.crowns)
+        context.stage(tables.CROWN_MEMBERS, found.members)
+        require_valid_crowns(crowns, events, messages)
+        summary = context.stage(
+            tables.TRACE_SUMMARY,
+            summarize_traces(
+                trace_clocks, messages, context.table(tables.QUARANTINE), violations, crowns
+            ),
+        )
+        per_class = summary.groupBy("order_class").count().collect()
+        by_class = {row["order_class"]: int(row["count"]) for row in per_class}
+        for name in ORDER_CLASSES:
+            context.counts[f"class_{name}"] = by_class.get(name, 0)
 
     return run
 
