@@ -64,3 +64,42 @@ def pairwise_violations(
                 if m.src == m2.src:
                     fifo.add((m.msg_id, m2.msg_id))
     return fifo, causal
+
+
+def fewest_messages(
+    lengths: dict[str, int], messages: list[Message], start: Event, goal: Event
+) -> int | None:
+    """The fewest messages on a causal path from `start` to `goal` (0-1 BFS), None if none."""
+    from collections import deque
+
+    sends: dict[Event, list[Message]] = {}
+    for m in messages:
+        sends.setdefault((m.src, m.send_lseq), []).append(m)
+    dist = {start: 0}
+    queue = deque([start])
+    while queue:
+        e = queue.popleft()
+        steps = [((e[0], e[1] + 1), 0)] if e[1] < lengths[e[0]] else []
+        steps += [((m.dst, m.recv_lseq), 1) for m in sends.get(e, [])]
+        for f, w in steps:
+            if f not in dist or dist[e] + w < dist[f]:
+                dist[f] = dist[e] + w
+                (queue.appendleft if w == 0 else queue.append)(f)
+    return dist.get(goal)
+
+
+def crown_relation(
+    lengths: dict[str, int], messages: list[Message]
+) -> dict[tuple[str, int], set[tuple[str, int]]]:
+    """Send event -> the send events b with s(a) -> r(m') for a message m' of b (m ~> m'),
+    between distinct send events (the messages of one multicast share a node)."""
+    future = happened_before_sets(lengths, messages)
+    out: dict[tuple[str, int], set[tuple[str, int]]] = {}
+    for a in messages:
+        node_a = (a.src, a.send_lseq)
+        out.setdefault(node_a, set())
+        for b in messages:
+            node_b = (b.src, b.send_lseq)
+            if node_a != node_b and (b.dst, b.recv_lseq) in future[node_a]:
+                out[node_a].add(node_b)
+    return out

@@ -42,7 +42,17 @@ os._exit(0)
 
 
 INGEST_TABLES = ["events", "messages", "quarantine", "runs"]
-AUDIT_TABLES = ["events", "messages", "quarantine", "trace_clocks", "runs"]
+AUDIT_TABLES = [
+    "events",
+    "messages",
+    "quarantine",
+    "trace_clocks",
+    "violations",
+    "crowns",
+    "crown_members",
+    "trace_summary",
+    "runs",
+]
 
 
 @pytest.mark.slow
@@ -56,7 +66,9 @@ def test_cli_audit_writes_tables_that_delta_rs_reads(tmp_path: Path) -> None:
     assert "9 trace(s), 1 INVALID" in done.stdout
     read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse), *AUDIT_TABLES])
     assert read.returncode == 0, read.stderr[-3000:]
-    assert read.stdout.split() == ["56", "30", "4", "9", "1"]
+    # violations, crowns, crown members: the rows and components of expected.json
+    assert read.stdout.split() == ["56", "30", "4", "9", "4", "6", "23", "9", "1"]
+    assert "traces by order class: RSC 2, CO 3, FIFO 2, ASYNC 1, INVALID 1" in done.stdout
 
 
 @pytest.mark.slow

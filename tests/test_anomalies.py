@@ -1,0 +1,497 @@
+"""Detection (DESIGN §3, §5): kernels against brute force, Spark tables against the worked traces.
+
+The oracles never look at clocks: overtaking pairs come from the pairwise
+definition over the transitive closure, chains from a 0-1 breadth-first
+search over events, crown components from the strongly connected components
+(NetworkX) of the relation m ~> m' (s(m) -> r(m')).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+from chispa import assert_df_equality
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame, SparkSession
+
+from causal_spark import anomaly_kernel as K
+from causal_spark import tables
+from causal_spark.anomalies import (
+    ORDER_CLASSES,
+    WitnessError,
+    delivered_messages,
+    find_crowns,
+    find_violations,
+    invalid_crowns,
+    require_valid_crowns,
+    summarize_traces,
+)
+from causal_spark.app.cli import main, run
+from causal_spark.clocks import trace_clock_status, with_clocks
+from causal_spark.config import ClockSettings, Config
+from tests.conftest import read_delta
+from tests.random_traces import Trace, brute_clocks, random_trace
+from tests.reference_order import (
+    Message,
+    crown_relation,
+    fewest_messages,
+    happened_before_sets,
+    pairwise_violations,
+)
+
+# ---------------------------------------------------------------------------------------------
+# brute force
+
+
+@dataclass
+class Brute:
+    causal: dict[str, str]  # overtaken -> first-received overtaking message
+    fifo: dict[str, str]
+    components: set[frozenset[str]]  # msg_ids of each crown component
+    girth: dict[frozenset[str], int]  # fewest messages of a crown, per component
+    order_class: str
+
+
+def brute_findings(trace: Trace) -> Brute:
+    lengths = trace.lengths()
+    msgs = trace.delivered()
+    by_id = {m.msg_id: m for m in msgs}
+    fifo_pairs, causal_pairs = pairwise_violations(lengths, msgs)
+
+    def first(pairs: set[tuple[str, str]]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for a, b in sorted(pairs):
+            if a not in out or by_id[b].recv_lseq < by_id[out[a]].recv_lseq:
+                out[a] = b
+        return out
+
+    relation = crown_relation(lengths, msgs)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(relation)
+    graph.add_edges_from((a, b) for a, bs in relation.items() for b in bs)
+    components: set[frozenset[str]] = set()
+    girth: dict[frozenset[str], int] = {}
+    for nodes in nx.strongly_connected_components(graph):
+        if len(nodes) < 2:
+            continue
+        ids = frozenset(m.msg_id for m in msgs if (m.src, m.send_lseq) in nodes)
+        components.add(ids)
+        girth[ids] = shortest_cycle(graph.subgraph(nodes))
+    causal, fifo = first(causal_pairs), first(fifo_pairs)
+    klass = "ASYNC" if fifo else "FIFO" if causal else "CO" if components else "RSC"
+    return Brute(causal, fifo, components, girth, klass)
+
+
+def shortest_cycle(graph: nx.DiGraph) -> int:
+    """The girth of a strongly connected digraph: a breadth-first search from every node."""
+    best = len(graph)
+    for source in graph:
+        dist = nx.single_source_shortest_path_length(graph, source)
+        for u in graph.predecessors(source):
+            best = min(best, dist[u] + 1)
+    return best
+
+
+def is_crown(crown: list[Message], future: dict[Any, set[Any]]) -> bool:
+    nodes = {(m.src, m.send_lseq) for m in crown}
+    k = len(crown)
+    return (
+        k >= 2
+        and len(nodes) == k
+        and all(
+            (crown[(i + 1) % k].dst, crown[(i + 1) % k].recv_lseq) in future[(m.src, m.send_lseq)]
+            for i, m in enumerate(crown)
+        )
+    )
+
+
+def is_chain(chain: list[Message], m: Message, m2: Message) -> bool:
+    at = (m.src, m.send_lseq)
+    for hop in chain:
+        if hop.src != at[0] or hop.send_lseq < at[1]:
+            return False
+        at = (hop.dst, hop.recv_lseq)
+    return at[0] == m2.src and at[1] <= m2.send_lseq
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels without Spark
+
+
+def kernel_findings(trace: Trace, budget: int) -> tuple[dict[str, str], dict[str, str], K.Crowns]:
+    clocks = brute_clocks(trace)
+    index = {p: i for i, p in enumerate(trace.processes)}
+    msgs = trace.delivered()
+    causal: dict[str, str] = {}
+    fifo: dict[str, str] = {}
+    for d in trace.processes:
+        rows = sorted((m for m in msgs if m.dst == d), key=lambda m: m.recv_lseq)
+        if not rows:
+            continue
+        c, f = K.overtaking(
+            index[d],
+            np.array([index[m.src] for m in rows]),
+            np.array([m.send_lseq for m in rows]),
+            np.array([clocks[(d, m.recv_lseq)][1] for m in rows]),
+            np.array([clocks[(m.src, m.send_lseq)][1][index[d]] for m in rows]),
+        )
+        causal.update({m.msg_id: rows[c[i]].msg_id for i, m in enumerate(rows) if c[i] >= 0})
+        fifo.update({m.msg_id: rows[f[i]].msg_id for i, m in enumerate(rows) if f[i] >= 0})
+    crowns = K.crown_components(
+        len(trace.processes),
+        [index[m.src] for m in msgs],
+        [m.send_lseq for m in msgs],
+        [index[m.dst] for m in msgs],
+        [m.recv_lseq for m in msgs],
+        budget,
+    )
+    return causal, fifo, crowns
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_procs=st.integers(2, 6),
+    n_steps=st.integers(5, 140),
+    self_send=st.sampled_from([0.0, 0.15]),
+    multicast=st.sampled_from([0.0, 0.3]),
+)
+def test_kernels_match_the_definitions(
+    seed: int, n_procs: int, n_steps: int, self_send: float, multicast: float
+) -> None:
+    trace = random_trace(
+        random.Random(seed), "t", n_procs, n_steps, self_send=self_send, multicast=multicast
+    )
+    msgs = trace.delivered()
+    by_id = {m.msg_id: m for m in msgs}
+    brute = brute_findings(trace)
+    causal, fifo, crowns = kernel_findings(trace, budget=10**9)
+    assert causal == brute.causal
+    assert fifo == brute.fifo
+    # chains: a causal path of the fewest messages
+    index = {p: i for i, p in enumerate(trace.processes)}
+    queries = [(a, b) for a, b in sorted(causal.items()) if by_id[a].src != by_id[b].src]
+    src = [index[m.src] for m in msgs]
+    channels = K.channels(
+        len(index),
+        src,
+        [index[m.dst] for m in msgs],
+        [m.send_lseq for m in msgs],
+        [m.recv_lseq for m in msgs],
+    )
+    path, offsets = K.shortest_chains(
+        channels,
+        src,
+        [index[by_id[a].src] for a, _ in queries],
+        [by_id[a].send_lseq for a, _ in queries],
+        [index[by_id[b].src] for _, b in queries],
+        [by_id[b].send_lseq for _, b in queries],
+    )
+    lengths = trace.lengths()
+    for i, (a, b) in enumerate(queries):
+        chain = [msgs[r] for r in path[offsets[i] : offsets[i + 1]]]
+        m, m2 = by_id[a], by_id[b]
+        assert is_chain(chain, m, m2), (a, b, chain)
+        fewest = fewest_messages(lengths, msgs, (m.src, m.send_lseq), (m2.src, m2.send_lseq))
+        assert len(chain) == fewest, (a, b)
+    # crowns: the components, valid witnesses, shortest when the search says so
+    future = happened_before_sets(lengths, msgs)
+    got: dict[int, set[str]] = {}
+    for row, c in enumerate(crowns.component):
+        if c >= 0:
+            got.setdefault(int(c), set()).add(msgs[row].msg_id)
+    assert {frozenset(v) for v in got.values()} == brute.components
+    for c in range(crowns.n_components):
+        crown = [msgs[r] for r in crowns.crown[crowns.crown_start[c] : crowns.crown_start[c + 1]]]
+        assert is_crown(crown, future), crown
+        assert {m.msg_id for m in crown} <= got[c]
+        assert crowns.shortest[c]  # the budget is never reached here
+        assert len(crown) == brute.girth[frozenset(got[c])]
+
+
+def test_a_spent_budget_keeps_valid_witnesses_and_says_they_may_not_be_shortest() -> None:
+    flagged = 0
+    for seed in range(200):
+        rng = random.Random(seed)
+        trace = random_trace(rng, "t", rng.randint(3, 6), rng.randint(40, 160))
+        msgs = trace.delivered()
+        future = happened_before_sets(trace.lengths(), msgs)
+        brute = brute_findings(trace)
+        _, _, crowns = kernel_findings(trace, budget=0)
+        for c in range(crowns.n_components):
+            rows = crowns.crown[crowns.crown_start[c] : crowns.crown_start[c + 1]]
+            crown = [msgs[r] for r in rows]
+            assert is_crown(crown, future), (seed, crown)
+            members = frozenset(
+                m.msg_id for m, k in zip(msgs, crowns.component, strict=True) if k == c
+            )
+            if crowns.shortest[c]:
+                assert len(crown) == brute.girth[members], seed
+            else:
+                flagged += 1
+    assert flagged > 0, "budget 0 never cut a witness search short: the flag is untested"
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark: the worked traces, through the audit job into Delta tables
+
+
+@pytest.fixture(scope="module")
+def audited(spark: SparkSession, config: Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    warehouse = tmp_path_factory.mktemp("detect") / "warehouse"
+    run(
+        ["audit", "data-samples", "--warehouse", str(warehouse), "--conf", "conf/test.yml"],
+        session=spark,
+    )
+    return warehouse
+
+
+def test_worked_traces_get_the_expected_verdicts(
+    spark: SparkSession, audited: Path, expected: dict[str, Any]
+) -> None:
+    violations = spark.createDataFrame(read_delta(audited / "violations").to_pandas())
+    want = spark.createDataFrame(
+        [
+            (trace, v["kind"], v["dst"], v["overtaken_msg"], v["overtaking_msg"], v["chain"])
+            for trace, answer in expected.items()
+            for v in answer.get("violations", [])
+        ],
+        "trace_id string, kind string, dst string, overtaken_msg string, "
+        "overtaking_msg string, chain array<string>",
+    )
+    assert_df_equality(
+        violations.select(*want.columns), want, ignore_row_order=True, ignore_nullable=True
+    )
+    members = read_delta(audited / "crown_members").to_pylist()
+    got: dict[str, set[frozenset[str]]] = {}
+    grouped: dict[tuple[str, int], set[str]] = {}
+    for row in members:
+        grouped.setdefault((row["trace_id"], row["scc_id"]), set()).add(row["msg_id"])
+    for (trace, _), ids in grouped.items():
+        got.setdefault(trace, set()).add(frozenset(ids))
+    for trace, answer in expected.items():
+        if "crown_sccs" in answer:
+            assert got.get(trace, set()) == {frozenset(c) for c in answer["crown_sccs"]}, trace
+    crowns = read_delta(audited / "crowns").to_pylist()
+    assert {(c["trace_id"], c["scc_id"]) for c in crowns} == set(grouped)
+    for c in crowns:
+        assert c["k"] == len(c["crown"]) >= 2
+        assert c["scc_size"] == len(grouped[(c["trace_id"], c["scc_id"])])
+        assert set(c["crown"]) <= grouped[(c["trace_id"], c["scc_id"])]
+    summary = {r["trace_id"]: r for r in read_delta(audited / "trace_summary").to_pylist()}
+    assert {t: r["order_class"] for t, r in summary.items()} == {
+        t: a["order_class"] for t, a in expected.items()
+    }
+    bad = summary["bad_input"]
+    assert bad["n_quarantined"] == sum(expected["bad_input"]["quarantine_reasons"].values())
+    assert bad["n_in_flight"] == expected["bad_input"]["n_in_flight"]
+    assert bad["n_orphans"] == expected["bad_input"]["n_orphans"]
+    assert bad["n_processes"] == expected["bad_input"]["n_processes"]
+    cycle = summary["causal_cycle"]
+    assert (cycle["n_fifo_violations"], cycle["n_causal_violations"], cycle["n_crown_sccs"]) == (
+        None,
+        None,
+        None,
+    )
+    for t, r in summary.items():
+        if r["order_class"] != "INVALID":
+            assert r["n_fifo_violations"] == sum(
+                1 for v in expected[t].get("violations", []) if v["kind"] == "fifo"
+            )
+
+
+def test_witness_crowns_are_checked_and_a_false_one_is_caught(
+    spark: SparkSession, audited: Path
+) -> None:
+    warehouse_tables = {
+        name: spark.createDataFrame(read_delta(audited / name).to_pandas())
+        for name in ("events", "messages", "crowns")
+    }
+    events, messages, crowns = (warehouse_tables[n] for n in ("events", "messages", "crowns"))
+    assert invalid_crowns(crowns, events, messages).count() == 0
+    require_valid_crowns(crowns, events, messages)
+    # selective_xy is RSC: x and y form no crown, and the check must say so
+    false = spark.createDataFrame(
+        [("selective_xy", 0, 2, ["x", "y"], 2, True)],
+        "trace_id string, scc_id int, scc_size long, crown array<string>, k int, shortest boolean",
+    )
+    with pytest.raises(WitnessError, match="selective_xy"):
+        require_valid_crowns(false, events, messages)
+
+
+def test_explain_says_what_was_overtaken_by_what_and_through_which_chain(
+    audited: Path, expected: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    violation = expected["overtaken_by_chain"]["violations"][0]
+    code = main(
+        [
+            "explain",
+            "--warehouse",
+            str(audited),
+            "--conf",
+            "conf/test.yml",
+            "--trace",
+            "overtaken_by_chain",
+            "--msg",
+            violation["overtaken_msg"],
+        ]
+    )
+    text = capsys.readouterr().out
+    assert code == 0
+    assert f"{violation['overtaken_msg']} was overtaken by {violation['overtaking_msg']}" in text
+    assert f"[chain: {', '.join(violation['chain'])}]" in text
+    assert "order class FIFO" in text and "witness crown" in text
+    code = main(
+        [
+            "explain",
+            "--warehouse",
+            str(audited),
+            "--conf",
+            "conf/test.yml",
+            "--trace",
+            "overtaken_by_chain",
+            "--msg",
+            "no_such_msg",
+        ]
+    )
+    assert code == 2
+    assert "has no message 'no_such_msg'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark: random traces against brute force, and independence from partitioning
+
+
+def frames(spark: SparkSession, traces: list[Trace]) -> tuple[DataFrame, DataFrame]:
+    events = spark.createDataFrame(
+        [e for t in traces for e in t.events], tables.table_schema(tables.EVENTS)
+    )
+    messages = spark.createDataFrame(
+        [m for t in traces for m in t.messages], tables.table_schema(tables.MESSAGES)
+    )
+    return events, messages
+
+
+def detect(events: DataFrame, messages: DataFrame) -> dict[str, DataFrame]:
+    result = with_clocks(events, messages, ClockSettings(engine="per_trace"))
+    clocked = result.events.localCheckpoint()
+    status = trace_clock_status(clocked, events, messages, result.plan).localCheckpoint()
+    delivered = delivered_messages(messages, status)
+    violations = find_violations(clocked, delivered).localCheckpoint()
+    found = find_crowns(delivered, 10**9)
+    crowns = found.crowns.localCheckpoint()
+    quarantine = events.sparkSession.createDataFrame([], tables.table_schema(tables.QUARANTINE))
+    summary = summarize_traces(status, messages, quarantine, violations, crowns)
+    return {
+        "events": clocked,
+        "violations": violations,
+        "crowns": crowns,
+        "members": found.members,
+        "summary": summary,
+    }
+
+
+@pytest.fixture(scope="module")
+def random_set(spark: SparkSession) -> tuple[list[Trace], DataFrame, DataFrame]:
+    rng = random.Random(5)
+    traces = [
+        random_trace(
+            rng,
+            f"d{i:02d}",
+            n_procs=rng.randint(2, 6),
+            n_steps=rng.randint(20, 140),
+            groups=rng.choice([1, 1, 2]),
+            self_send=rng.choice([0.0, 0.1]),
+        )
+        for i in range(12)
+    ]
+    events, messages = frames(spark, traces)
+    return traces, events.localCheckpoint(), messages.localCheckpoint()
+
+
+def test_random_traces_match_brute_force_through_spark(
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+) -> None:
+    traces, events, messages = random_set
+    found = detect(events, messages)
+    violations = found["violations"].collect()
+    members = found["members"].collect()
+    summary = {r["trace_id"]: r for r in found["summary"].collect()}
+    crowns = found["crowns"].collect()
+    classes = set()
+    for trace in traces:
+        t = trace.trace_id
+        brute = brute_findings(trace)
+        msgs = {m.msg_id: m for m in trace.delivered()}
+        mine = [v for v in violations if v["trace_id"] == t]
+        assert {
+            v["overtaken_msg"]: v["overtaking_msg"] for v in mine if v["kind"] == "causal"
+        } == brute.causal, t
+        assert {
+            v["overtaken_msg"]: v["overtaking_msg"] for v in mine if v["kind"] == "fifo"
+        } == brute.fifo, t
+        for v in mine:
+            m, m2 = msgs[v["overtaken_msg"]], msgs[v["overtaking_msg"]]
+            chain = [msgs[c] for c in v["chain"]]
+            assert is_chain(chain, m, m2), (t, v)
+            if v["kind"] == "fifo" or m.src == m2.src:
+                assert chain == []
+            else:
+                fewest = fewest_messages(
+                    trace.lengths(),
+                    trace.delivered(),
+                    (m.src, m.send_lseq),
+                    (m2.src, m2.send_lseq),
+                )
+                assert len(chain) == fewest, (t, v)
+        components: dict[int, set[str]] = {}
+        for row in members:
+            if row["trace_id"] == t:
+                components.setdefault(row["scc_id"], set()).add(row["msg_id"])
+        assert {frozenset(c) for c in components.values()} == brute.components, t
+        future = happened_before_sets(trace.lengths(), trace.delivered())
+        for c in crowns:
+            if c["trace_id"] == t:
+                assert is_crown([msgs[i] for i in c["crown"]], future), (t, c)
+        row = summary[t]
+        assert row["order_class"] == brute.order_class, t
+        # the hierarchy: a causal-order violation is a crown of two, so non-CO is never RSC
+        if row["n_causal_violations"]:
+            assert row["n_crown_sccs"] > 0
+        classes.add(row["order_class"])
+    assert classes <= set(ORDER_CLASSES)
+    assert len(classes) >= 2, f"the random set should mix classes, got {classes}"
+
+
+def test_tables_do_not_depend_on_partitioning(
+    spark: SparkSession, random_set: tuple[list[Trace], DataFrame, DataFrame]
+) -> None:
+    _, events, messages = random_set
+    first = detect(events, messages)
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    try:
+        second = detect(events.repartition(5, "pidx"), messages.repartition(3))
+        for name in ("violations", "crowns", "members", "summary"):
+            assert_df_equality(
+                first[name], second[name], ignore_row_order=True, ignore_nullable=True
+            )
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
+def test_detect_command_rewrites_the_anomaly_tables(spark: SparkSession, audited: Path) -> None:
+    before = read_delta(audited / "violations").to_pylist()
+    record = run(["detect", "--warehouse", str(audited), "--conf", "conf/test.yml"], session=spark)
+    assert record.counts["violations"] == len(before)
+    assert sorted(map(str, read_delta(audited / "violations").to_pylist())) == sorted(
+        map(str, before)
+    )
+    assert sum(record.counts[f"class_{c}"] for c in ORDER_CLASSES) == record.counts["trace_summary"]
