@@ -190,14 +190,18 @@ def overtaken_at_destination(receives: pa.Table, received: pa.Table) -> pa.Table
 
 
 def _with_send_knowledge(delivered: DataFrame, events: DataFrame) -> DataFrame:
-    """`send_knows_dst` = vc(send)[dst] for messages into a process that receives a
-    self-message (only those need it: DESIGN §3's test compares the sender's entry)."""
+    """`send_knows_dst` = vc(send)[dst] for the messages into a process that receives a
+    self-message; null elsewhere (only a self-message's test needs what the sends of the
+    other messages to its destination knew of it)."""
     self_dsts = (
         delivered.where(F.col(C.SRC_PIDX) == F.col(C.DST_PIDX))
         .select(C.TRACE_ID, C.DST_PIDX)
         .distinct()
     )
-    needing = delivered.join(self_dsts, [C.TRACE_ID, C.DST_PIDX], "left_semi")
+    if self_dsts.isEmpty():
+        # the common case: no self-messages, and no second pass over the events' vectors
+        return delivered.withColumn(KNOWS_DST, F.lit(None).cast("long"))
+    needing = delivered.join(F.broadcast(self_dsts), [C.TRACE_ID, C.DST_PIDX], "left_semi")
     sends = events.select(
         C.TRACE_ID,
         F.col(C.PIDX).cast("long").alias(C.SRC_PIDX),
