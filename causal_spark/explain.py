@@ -64,10 +64,13 @@ def _event_rows(events: DataFrame, trace: str, wanted: set[tuple[str, int]]) -> 
 
 def _path(msg: Row, other: Row, chain: list[str], by_id: dict[str, Row], clocks: _Clocks) -> str:
     steps = [f"send({msg[C.MSG_ID]}) at {clocks.describe(msg[C.SRC], msg[C.SEND_LSEQ])}"]
+    at = (msg[C.SRC], msg[C.SEND_LSEQ])
     for hop in chain:
         h = by_id[hop]
-        steps.append(f"send({hop}) at {_at(h[C.SRC], h[C.SEND_LSEQ])}")
+        if (h[C.SRC], h[C.SEND_LSEQ]) != at:  # not the same (multicast) send event
+            steps.append(f"send({hop}) at {_at(h[C.SRC], h[C.SEND_LSEQ])}")
         steps.append(f"receive({hop}) at {_at(h[C.DST], h[C.RECV_LSEQ])}")
+        at = (h[C.DST], h[C.RECV_LSEQ])
     steps.append(f"send({other[C.MSG_ID]}) at {clocks.describe(other[C.SRC], other[C.SEND_LSEQ])}")
     return " -> ".join(steps)
 
