@@ -293,6 +293,98 @@ def group_clocks(
     return GroupClocks(vc, lamport, dist)
 
 
+@njit(cache=True, nogil=True)
+def _units_clocks(
+    unit_row: np.ndarray,
+    unit_proc: np.ndarray,
+    start: np.ndarray,
+    length: np.ndarray,
+    first_lseq: np.ndarray,
+    send_event: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    units = unit_row.shape[0] - 1
+    rows = unit_row[units]
+    offsets = np.zeros(rows + 1, dtype=np.int64)
+    for u in range(units):
+        n = unit_proc[u + 1] - unit_proc[u]
+        for e in range(unit_row[u], unit_row[u + 1]):
+            offsets[e + 1] = offsets[e] + n
+    lamport = np.empty(rows, dtype=np.int64)
+    ok = np.ones(units, dtype=np.bool_)
+    # one unit (a large trace) keeps the kernel's own buffer: no copy of its vectors
+    flat = np.empty(0 if units == 1 else offsets[rows], dtype=np.int32)
+    for u in range(units):
+        r0, r1 = unit_row[u], unit_row[u + 1]
+        p0, p1 = unit_proc[u], unit_proc[u + 1]
+        n = p1 - p0
+        local_start = start[p0:p1] - r0
+        local_send = send_event[r0:r1].copy()
+        for i in range(r1 - r0):
+            if local_send[i] >= 0:
+                local_send[i] -= r0
+        vc, lam, _, ptr = _clocks(
+            local_start,
+            length[p0:p1],
+            first_lseq[p0:p1],
+            local_send,
+            np.full(r1 - r0, -1, dtype=np.int64),
+            np.zeros((n, n), dtype=np.int32),
+            np.zeros(n, dtype=np.int64),
+            np.zeros((0, n), dtype=np.int32),
+            np.zeros(0, dtype=np.int64),
+            np.full(n, -1, dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
+            0,
+        )
+        for p in range(n):
+            if ptr[p] < local_start[p] + length[p0 + p]:
+                ok[u] = False
+        lamport[r0:r1] = lam
+        if units == 1:
+            flat = vc.reshape(-1)
+        else:
+            flat[offsets[r0] : offsets[r1]] = vc.reshape(-1)
+    return flat, offsets, lamport, ok
+
+
+@dataclass(frozen=True)
+class UnitsClocks:
+    vc: np.ndarray  # the vectors of every event, row after row (row e has its unit's n entries)
+    offsets: np.ndarray  # events + 1: row e is vc[offsets[e]:offsets[e + 1]]
+    lamport: np.ndarray  # events, int64
+    ok: np.ndarray  # units: False where the unit's matched ids form a causal cycle
+
+
+def units_clocks(
+    unit_row: np.ndarray,
+    unit_proc: np.ndarray,
+    proc: np.ndarray,
+    lseq: np.ndarray,
+    send_event: np.ndarray,
+) -> UnitsClocks:
+    """Clocks of many independent units (whole components) in one call, without seeds.
+
+    Units are consecutive: unit u is rows unit_row[u] .. unit_row[u+1]-1 and
+    processes unit_proc[u] .. unit_proc[u+1]-1 (its n = their count). proc: the
+    global process (unit_proc[u] + pidx) of each row, rows sorted by (proc,
+    lseq); lseq consecutive per process. send_event: for a receive, the row of
+    its send (in the same unit), -1 elsewhere. A unit with a causal cycle gets
+    ok False (its clocks are meaningless); run `group_clocks` on it for a witness.
+    """
+    processes = int(unit_proc[-1])
+    start, first_lseq = group_layout(proc, lseq, processes)
+    length = np.bincount(proc, minlength=processes).astype(np.int64)
+    vc, offsets, lamport, ok = _units_clocks(
+        unit_row.astype(np.int64),
+        unit_proc.astype(np.int64),
+        start,
+        length,
+        first_lseq,
+        send_event.astype(np.int64),
+    )
+    return UnitsClocks(vc, offsets, lamport, ok)
+
+
 def vector_clocks(
     pidx: np.ndarray, lseq: np.ndarray, send_pidx: np.ndarray, send_lseq: np.ndarray, n: int
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -12,8 +12,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from causal_spark import columns as C
 from causal_spark.config import GraphBackend
@@ -74,7 +79,9 @@ def connected_components(
     ignored). Output labels: trace_id, pidx, component (int: the smallest
     pidx of the component). Rounds are those of min-label propagation with
     pointer jumping over the *process* graph (about log of its diameter), never
-    of the causal chains.
+    of the causal chains. `auto` without GraphFrames solves each trace's process
+    graph (n vertices, at most n^2 edges) in memory instead: one grouped pass, with
+    many traces per group (hash buckets of trace ids), and no rounds.
     """
     use_graphframes = backend == "graphframes" or (
         backend == "auto" and graphframes_available(vertices)
@@ -86,6 +93,8 @@ def connected_components(
         )
     if use_graphframes:
         return _components_graphframes(vertices, edges, checkpoint_interval)
+    if backend == "auto":
+        return _components_grouped(vertices, edges)
     return _components_joins(vertices, edges, checkpoint_interval)
 
 
@@ -169,3 +178,95 @@ def _components_graphframes(vertices: DataFrame, edges: DataFrame, interval: int
         C.TRACE_ID, C.PIDX, F.col(_LABEL).cast("int").alias(COMPONENT)
     )
     return Components(out, "graphframes", 0)
+
+
+_BUCKET = "__bucket"
+
+
+@njit(cache=True)
+def _union_find_labels(
+    nodes: int, src: np.ndarray, dst: np.ndarray, pidx: np.ndarray
+) -> np.ndarray:
+    """Per node: the smallest pidx of its component (nodes joined by the src-dst edges)."""
+    parent = np.arange(nodes)
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for i in range(src.shape[0]):
+        a = root(src[i])
+        b = root(dst[i])
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    smallest = np.full(nodes, np.iinfo(np.int64).max)
+    for x in range(nodes):
+        r = root(x)
+        if pidx[x] < smallest[r]:
+            smallest[r] = pidx[x]
+    labels = np.empty(nodes, dtype=np.int64)
+    for x in range(nodes):
+        labels[x] = smallest[root(x)]
+    return labels
+
+
+def _label_traces(vertices: pa.Table, edges: pa.Table) -> pa.Table:
+    """Components of every trace of one bucket: vertices (trace_id, pidx), edges."""
+    schema = pa.schema([(C.TRACE_ID, pa.string()), (C.PIDX, pa.int32()), (COMPONENT, pa.int32())])
+    if len(vertices) == 0:
+        return schema.empty_table()
+    traces = pc.unique(vertices.column(C.TRACE_ID))
+    trace_of = pc.index_in(vertices.column(C.TRACE_ID), value_set=traces).to_numpy()
+    pidx = vertices.column(C.PIDX).to_numpy().astype(np.int64)
+    width = np.zeros(len(traces), dtype=np.int64)
+    np.maximum.at(width, trace_of, pidx + 1)
+    base = np.concatenate([[0], np.cumsum(width)])
+    node_of_vertex = base[trace_of] + pidx
+    nodes = int(base[-1])
+    node_pidx = np.zeros(nodes, dtype=np.int64)
+    node_pidx[node_of_vertex] = pidx
+    edge_trace = pc.index_in(edges.column(C.TRACE_ID), value_set=traces).fill_null(-1)
+    trace_of_edge = edge_trace.to_numpy().astype(np.int64)
+    src = edges.column(C.SRC_PIDX).to_numpy().astype(np.int64)
+    dst = edges.column(C.DST_PIDX).to_numpy().astype(np.int64)
+    edge_width = np.where(trace_of_edge >= 0, width[trace_of_edge], 0)
+    inside = (src < edge_width) & (dst < edge_width)  # both ends are vertices of that trace
+    edge_base = base[trace_of_edge[inside]]
+    labels = _union_find_labels(nodes, edge_base + src[inside], edge_base + dst[inside], node_pidx)
+    return pa.table(
+        {
+            C.TRACE_ID: vertices.column(C.TRACE_ID),
+            C.PIDX: pa.array(pidx, pa.int32()),
+            COMPONENT: pa.array(labels[node_of_vertex], pa.int32()),
+        },
+        schema=schema,
+    )
+
+
+def _components_grouped(vertices: DataFrame, edges: DataFrame) -> Components:
+    partitions = vertices.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1"
+    buckets = int(partitions) if partitions.isdigit() else 1
+    bucket = F.pmod(F.xxhash64(C.TRACE_ID), F.lit(buckets)).alias(_BUCKET)
+    schema = T.StructType(
+        [
+            T.StructField(C.TRACE_ID, T.StringType()),
+            T.StructField(C.PIDX, T.IntegerType()),
+            T.StructField(COMPONENT, T.IntegerType()),
+        ]
+    )
+    labels = (
+        vertices.select(bucket, C.TRACE_ID, F.col(C.PIDX).cast("int").alias(C.PIDX))
+        .groupBy(_BUCKET)
+        .cogroup(
+            edges.select(
+                bucket,
+                C.TRACE_ID,
+                F.col(C.SRC_PIDX).cast("int").alias(C.SRC_PIDX),
+                F.col(C.DST_PIDX).cast("int").alias(C.DST_PIDX),
+            ).groupBy(_BUCKET)
+        )
+        .applyInArrow(_label_traces, schema)
+    )
+    return Components(checkpoint(labels), "grouped", 1)

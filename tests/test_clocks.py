@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark import tables
-from causal_spark.clock_kernel import CausalCycleError, vector_clocks
+from causal_spark.clock_kernel import CausalCycleError, units_clocks, vector_clocks
 from causal_spark.clocks import trace_clock_status, with_clocks
 from causal_spark.config import ClockSettings
 from causal_spark.graphs import connected_components
@@ -263,6 +263,25 @@ def test_components_by_joins_take_few_rounds_on_a_long_ring(spark: SparkSession)
     assert found.rounds <= 12, found.rounds
 
 
+@pytest.mark.parametrize("seed", [3, 11])
+def test_components_in_memory_per_trace_equal_the_joins(spark: SparkSession, seed: int) -> None:
+    rng = random.Random(seed)
+    vertices, edges = [], []
+    for t in range(60):
+        present = [p for p in range(rng.randint(1, 30)) if rng.random() < 0.9] or [0]
+        vertices += [(f"t{t}", p) for p in present]
+        edges += [(f"t{t}", rng.choice(present), rng.choice(present))
+                  for _ in range(rng.randint(0, len(present)))]
+    v = spark.createDataFrame(vertices, "trace_id string, pidx int")
+    e = spark.createDataFrame(edges, "trace_id string, src_pidx int, dst_pidx int")
+    joins = connected_components(v, e, backend="joins")
+    grouped = connected_components(v, e, backend="auto")
+    if grouped.backend == "graphframes":
+        pytest.skip("auto picks GraphFrames here")
+    assert grouped.backend == "grouped" and grouped.rounds == 1
+    assert_df_equality(joins.labels, grouped.labels, ignore_row_order=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # the kernel alone (no Spark): hypothesis against the closure
 
@@ -303,3 +322,50 @@ def test_kernel_reports_a_cycle_of_receives() -> None:
     with pytest.raises(CausalCycleError) as raised:
         vector_clocks(pidx, lseq, send_pidx, send_lseq, 2)
     assert sorted(raised.value.receive_rows.tolist()) == [0, 2]
+
+
+def _kernel_arrays(trace: Trace) -> tuple[np.ndarray, ...]:
+    events = sorted(trace.events, key=lambda e: (e["pidx"], e["lseq"]))
+    send = {
+        (m["dst_pidx"], m["recv_lseq"]): (m["src_pidx"], m["send_lseq"])
+        for m in trace.messages
+        if m["status"] == "delivered"
+    }
+    pidx = np.array([e["pidx"] for e in events], dtype=np.int64)
+    lseq = np.array([e["lseq"] for e in events], dtype=np.int64)
+    sp = np.array([send.get((e["pidx"], e["lseq"]), (-1, -1))[0] for e in events])
+    sl = np.array([send.get((e["pidx"], e["lseq"]), (-1, -1))[1] for e in events])
+    return pidx, lseq, sp, sl
+
+
+@pytest.mark.parametrize("seed", [1, 7, 21])
+def test_units_in_one_call_equal_one_call_per_unit(seed: int) -> None:
+    rng = random.Random(seed)
+    traces = [random_trace(rng, f"u{i}", rng.randint(1, 6), rng.randint(1, 60)) for i in range(12)]
+    traces = [t for t in traces if t.events]
+    # a unit whose matched ids form a cycle: its clocks are flagged, the others are unaffected
+    cyclic = (np.array([0, 0, 1, 1]), np.array([1, 2, 1, 2]), np.array([1, -1, 0, -1]),
+              np.array([2, -1, 2, -1]))  # fmt: skip
+    units = [(_kernel_arrays(t), len(t.processes)) for t in traces]
+    units.insert(len(units) // 2, (cyclic, 2))
+    unit_row, unit_proc, proc, lseq, send_event = [0], [0], [], [], []
+    for (pidx, lq, sp, sl), n in units:
+        start = np.searchsorted(pidx, np.arange(n))
+        rows = np.where(sp >= 0, unit_row[-1] + start[np.maximum(sp, 0)] + sl - 1, -1)
+        proc.append(unit_proc[-1] + pidx)
+        lseq.append(lq)
+        send_event.append(rows)
+        unit_row.append(unit_row[-1] + len(pidx))
+        unit_proc.append(unit_proc[-1] + n)
+    found = units_clocks(np.array(unit_row), np.array(unit_proc), np.concatenate(proc),
+                         np.concatenate(lseq), np.concatenate(send_event))  # fmt: skip
+    for u, ((pidx, lq, sp, sl), n) in enumerate(units):
+        if n == 2 and pidx.tolist() == [0, 0, 1, 1] and sp.tolist() == [1, -1, 0, -1]:
+            assert not found.ok[u]
+            continue
+        assert found.ok[u]
+        vc, lamport = vector_clocks(pidx, lq, sp, sl, n)
+        rows = range(unit_row[u], unit_row[u + 1])
+        assert [found.lamport[r] for r in rows] == lamport.tolist()
+        got = [found.vc[found.offsets[r] : found.offsets[r + 1]].tolist() for r in rows]
+        assert got == vc.tolist()
