@@ -103,8 +103,11 @@ def ok_traces(trace_clocks: DataFrame) -> DataFrame:
 
 
 def delivered_messages(messages: DataFrame, trace_clocks: DataFrame) -> DataFrame:
-    """Delivered messages of ok traces: trace_id, msg_id, src, dst, pidx and lseq of both ends."""
-    return (
+    """Delivered messages of ok traces: trace_id, msg_id, src, dst, pidx and lseq of both ends.
+
+    Checkpointed: the detector reads it three times.
+    """
+    return checkpoint(
         messages.where(F.col(C.STATUS) == C.DELIVERED)
         .join(F.broadcast(ok_traces(trace_clocks)), C.TRACE_ID)
         .select(
@@ -343,6 +346,17 @@ def crowns_of_trace(messages: pa.Table, budget: int) -> pa.Table:
     if found.n_components == 0:
         return schema.empty_table()
     ids = messages.column(C.MSG_ID).combine_chunks()
+    # check every witness before it is written, by a reachability computed afresh
+    index = K.channels(n, src, dst, _ints(messages, C.SEND_LSEQ), _ints(messages, C.RECV_LSEQ))
+    for c in range(found.n_components):
+        rows = found.crown[found.crown_start[c] : found.crown_start[c + 1]]
+        if not K.is_crown(
+            index, src, _ints(messages, C.SEND_LSEQ), dst, _ints(messages, C.RECV_LSEQ), rows
+        ):
+            raise WitnessError(
+                f"trace {messages.column(C.TRACE_ID)[0]} crown component {c}: the witness "
+                f"{ids.take(pa.array(rows)).to_pylist()} is not a crown"
+            )
     in_crown = np.flatnonzero(found.component >= 0)
     # members sorted by (component, msg_id), for readers
     members = pa.table(
@@ -400,7 +414,16 @@ def invalid_crowns(crowns: DataFrame, events: DataFrame, messages: DataFrame) ->
         F.col("crown").alias("__crown"),
         "k",
     ).withColumn("next_msg_id", F.element_at("__crown", ((F.col("position") + 1) % F.col("k") + 1)))
-    ends = messages.select(C.TRACE_ID, C.MSG_ID, C.SRC_PIDX, C.SEND_LSEQ, C.DST_PIDX, C.RECV_LSEQ)
+    # the crowns are few: broadcast them (and what they need) against the large tables, so
+    # neither `messages` nor the events' vectors are shuffled for the check
+    ids = (
+        steps.select(C.TRACE_ID, C.MSG_ID)
+        .union(steps.select(C.TRACE_ID, F.col("next_msg_id").alias(C.MSG_ID)))
+        .distinct()
+    )
+    ends = messages.join(F.broadcast(ids), [C.TRACE_ID, C.MSG_ID]).select(
+        C.TRACE_ID, C.MSG_ID, C.SRC_PIDX, C.SEND_LSEQ, C.DST_PIDX, C.RECV_LSEQ
+    )
     sends = ends.select(C.TRACE_ID, C.MSG_ID, C.SRC_PIDX, C.SEND_LSEQ)
     recvs = ends.select(
         C.TRACE_ID,
@@ -408,12 +431,14 @@ def invalid_crowns(crowns: DataFrame, events: DataFrame, messages: DataFrame) ->
         F.col(C.DST_PIDX).alias(C.PIDX),
         F.col(C.RECV_LSEQ).alias(C.LSEQ),
     )
-    clocks = events.select(C.TRACE_ID, C.PIDX, C.LSEQ, C.VC)
-    checked = (
-        steps.join(sends, [C.TRACE_ID, C.MSG_ID], "left")
-        .join(recvs, [C.TRACE_ID, "next_msg_id"], "left")
-        .join(clocks, [C.TRACE_ID, C.PIDX, C.LSEQ], "left")
+    located = steps.join(F.broadcast(sends), [C.TRACE_ID, C.MSG_ID], "left").join(
+        F.broadcast(recvs), [C.TRACE_ID, "next_msg_id"], "left"
     )
+    targets = located.select(C.TRACE_ID, C.PIDX, C.LSEQ).where(F.col(C.LSEQ).isNotNull())
+    clocks = events.select(C.TRACE_ID, C.PIDX, C.LSEQ, C.VC).join(
+        F.broadcast(targets.distinct()), [C.TRACE_ID, C.PIDX, C.LSEQ]
+    )
+    checked = located.join(F.broadcast(clocks), [C.TRACE_ID, C.PIDX, C.LSEQ], "left")
     before = F.element_at(C.VC, (F.col(C.SRC_PIDX) + 1).cast("int")) >= F.col(C.SEND_LSEQ)
     same = (F.col(C.SRC_PIDX) == F.col(C.PIDX)) & (F.col(C.SEND_LSEQ) == F.col(C.LSEQ))
     return checked.where(~F.coalesce(before & ~same, F.lit(False))).select(

