@@ -56,7 +56,7 @@ from causal_spark.app.runs import run_job
 from causal_spark.app.session import build_session
 from causal_spark.app.stages import clocks_stage
 from causal_spark.clock_kernel import group_clocks
-from causal_spark.config import ClockSettings, load_config
+from causal_spark.config import load_config
 from causal_spark.generate import GeneratorSpec
 from causal_spark.sinks import Warehouse
 
@@ -359,6 +359,7 @@ def main() -> int:
 
     grid = [(100_000, 64)] if args.quick else [
         (1_000_000, 8), (1_000_000, 64), (1_000_000, 256), (10_000_000, 8), (10_000_000, 64),
+        (10_000_000, 256),
     ]  # fmt: skip
     cases: list[tuple[str, Callable[[], pa.Table], int, int]] = []
     for events, processes in grid:
@@ -398,7 +399,7 @@ def main() -> int:
         per_group = events // traces
 
         def spark_clocks(engine: str, slab_events: int) -> Callable[[], object]:
-            settings = ClockSettings(engine=engine, slab_events=slab_events)  # type: ignore[arg-type]
+            settings = dataclasses.replace(config.clocks, engine=engine, slab_events=slab_events)
             forced = dataclasses.replace(config, clocks=settings)
 
             def run() -> object:
@@ -412,15 +413,17 @@ def main() -> int:
 
             return run
 
+        # the per-trace engine with the profile's slab_events (it sizes the batches of traces)
         record(case, "spark per-trace", events, processes, traces,
-               spark_clocks("per_trace", per_group), repeats, tree=True)  # fmt: skip
+               spark_clocks("per_trace", config.clocks.slab_events), repeats, tree=True)  # fmt: skip
         if traces == 1:
             record(case, "spark distributed", events, processes, traces,
                    spark_clocks("distributed", max(1, per_group // 8)), repeats, tree=True)  # fmt: skip
         record(case, "baseline", events, processes, traces,
                lambda: baseline_single_process(warehouse, folder / "baseline"), repeats,
                tree=False)  # fmt: skip
-        if traces == 1:
+        # two in-memory int32 vector matrices of events x n (ours and the reference's) must fit
+        if traces == 1 and events * processes <= 2_000_000_000:
             loaded = kernel_inputs(_read(warehouse / "events"), _read(warehouse / "messages"))
             kernel_args = (loaded["pidx"], loaded["lseq"], loaded["send_proc"],
                            loaded["send_lseq"], np.full(len(loaded["pidx"]), -1), loaded["n"])  # fmt: skip
