@@ -1,7 +1,7 @@
 """Benchmark the clocks stage against same-run baselines; write bench/clocks.{json,md}.
 
     .venv/bin/pip install -e '.[bench]'
-    .venv/bin/python bench/clocks.py            # the sweep below (about 25 minutes here)
+    .venv/bin/python bench/clocks.py            # the sweep below (about 50 minutes here; 10^7 x 256 peaks near 22 GB)
     .venv/bin/python bench/clocks.py --quick    # 10^5 events only, a smoke run
 
 Every case is a generated trace whose `events` and `messages` Delta tables are
@@ -9,7 +9,8 @@ built once with Arrow (set-up, not measured). Then, in the same process:
 
 - `spark per-trace` / `spark distributed`: the real `clocks` job (Delta in, Delta
   out: events with clocks and trace_clocks), engine forced in the config; the
-  distributed engine cuts the trace into 8 slabs;
+  per-trace engine keeps the profile's slab_events (the size of its batches of
+  traces), the distributed engine cuts the trace into 8 slabs;
 - `baseline`: one process reads the same two tables with delta-rs/pyarrow, runs
   the single-core compiled reference kernel and writes the same events table
   with delta-rs: what a user without Spark would do;
