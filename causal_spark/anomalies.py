@@ -224,7 +224,9 @@ def overtaken_messages(events: DataFrame, delivered: DataFrame) -> DataFrame:
 
     events: the clocked `events` table; delivered: `delivered_messages(...)`.
     """
-    receives = events.where(F.col(C.KIND) == C.RECEIVE).select(
+    # no null vc reaches Python: Spark's Arrow batch sizing is quadratic in consecutive null
+    # lists (INVALID traces' receives have none, and have nothing to detect)
+    receives = events.where((F.col(C.KIND) == C.RECEIVE) & F.col(C.VC).isNotNull()).select(
         C.TRACE_ID, F.col(C.PIDX).cast("long").alias(C.DST_PIDX), C.LSEQ, C.VC
     )
     received = _with_send_knowledge(delivered, events)
