@@ -250,7 +250,7 @@ def _message_order(messages: pa.Table) -> pa.Table:
 
 def chains_of_trace(messages: pa.Table, overtaken: pa.Table) -> pa.Table:
     """The violation rows of one trace with their witness chains (`violations` columns)."""
-    schema = _arrow(_udf_schema(tables.VIOLATIONS))
+    schema = _arrow(tables.udf_schema(tables.VIOLATIONS))
     if overtaken.num_rows == 0:
         return schema.empty_table()
     overtaken = overtaken.sort_by([("overtaken_msg", "ascending"), (C.KIND, "ascending")])
@@ -298,15 +298,6 @@ def chains_of_trace(messages: pa.Table, overtaken: pa.Table) -> pa.Table:
     )
 
 
-def _udf_schema(table: str) -> T.StructType:
-    return T.StructType(
-        [
-            T.StructField(f.name, tables.nullable_type(f.dataType), True, f.metadata)
-            for f in tables.table_schema(table).fields
-        ]
-    )
-
-
 def find_violations(events: DataFrame, delivered: DataFrame) -> DataFrame:
     """The `violations` table (DESIGN §3): a `causal` row per overtaken message with the
     first-received overtaking message and a witness chain, a `fifo` row per message
@@ -318,7 +309,7 @@ def find_violations(events: DataFrame, delivered: DataFrame) -> DataFrame:
     return (
         delivered.groupBy(C.TRACE_ID)
         .cogroup(overtaken.groupBy(C.TRACE_ID))
-        .applyInArrow(chains_of_trace, _udf_schema(tables.VIOLATIONS))
+        .applyInArrow(chains_of_trace, tables.udf_schema(tables.VIOLATIONS))
     )
 
 
@@ -327,7 +318,7 @@ def find_violations(events: DataFrame, delivered: DataFrame) -> DataFrame:
 
 CROWN_ROWS_SCHEMA = T.StructType(
     [
-        *_udf_schema(tables.CROWNS).fields,
+        *tables.udf_schema(tables.CROWNS).fields,
         T.StructField(MEMBERS, T.ArrayType(T.StringType())),
     ]
 )

@@ -335,13 +335,7 @@ def _with_link_columns(frame: DataFrame) -> DataFrame:
 
 
 def _events_output_schema() -> T.StructType:
-    events = tables.table_schema(tables.EVENTS)
-    return T.StructType(
-        [
-            T.StructField(f.name, tables.nullable_type(f.dataType), True, f.metadata)
-            for f in events.fields
-        ]
-    )
+    return tables.udf_schema(tables.EVENTS)
 
 
 def _int_column(table: pa.Table, name: str, fill: int = -1) -> np.ndarray:

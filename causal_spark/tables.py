@@ -74,6 +74,17 @@ def nullable_type(data_type: T.DataType) -> T.DataType:
     return data_type
 
 
+def udf_schema(table: str) -> T.StructType:
+    """The schema of `table` with every field nullable: what a grouped UDF declares, since
+    Spark cannot cast to non-null types; `conform` restores the table's promises."""
+    return T.StructType(
+        [
+            T.StructField(f.name, nullable_type(f.dataType), True, f.metadata)
+            for f in table_schema(table).fields
+        ]
+    )
+
+
 def _not_null(column: Column, table: str, name: str) -> Column:
     # Fail the write rather than store a null the schema promises never to hold.
     return F.coalesce(column, F.raise_error(F.lit(f"{table}.{name} must not be null")))

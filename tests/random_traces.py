@@ -14,6 +14,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark.sql import DataFrame, SparkSession
+
+from causal_spark import tables
 from tests.reference_order import Message, happened_before_sets
 
 
@@ -188,3 +191,14 @@ def brute_matrix(trace: Trace) -> dict[tuple[str, int], dict[tuple[int, int], in
                 counts[key] = counts.get(key, 0) + 1
         out[e] = counts
     return out
+
+
+def frames(spark: SparkSession, traces: list[Trace]) -> tuple[DataFrame, DataFrame]:
+    """The `events` and `messages` tables of `traces` as DataFrames."""
+    events = spark.createDataFrame(
+        [e for t in traces for e in t.events], tables.table_schema(tables.EVENTS)
+    )
+    messages = spark.createDataFrame(
+        [m for t in traces for m in t.messages], tables.table_schema(tables.MESSAGES)
+    )
+    return events, messages

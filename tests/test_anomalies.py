@@ -37,7 +37,7 @@ from causal_spark.app.cli import main, run
 from causal_spark.clocks import trace_clock_status, with_clocks
 from causal_spark.config import ClockSettings, Config
 from tests.conftest import read_delta
-from tests.random_traces import Trace, brute_clocks, random_trace
+from tests.random_traces import Trace, brute_clocks, frames, random_trace
 from tests.reference_order import (
     Message,
     crown_relation,
@@ -339,53 +339,26 @@ def test_explain_says_what_was_overtaken_by_what_and_through_which_chain(
     audited: Path, expected: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     violation = expected["overtaken_by_chain"]["violations"][0]
-    code = main(
-        [
-            "explain",
-            "--warehouse",
-            str(audited),
-            "--conf",
-            "conf/test.yml",
-            "--trace",
-            "overtaken_by_chain",
-            "--msg",
-            violation["overtaken_msg"],
-        ]
-    )
+
+    def explain(msg: str) -> int:
+        return main(
+            ["explain", "--warehouse", str(audited), "--conf", "conf/test.yml",
+             "--trace", "overtaken_by_chain", "--msg", msg]
+        )  # fmt: skip
+
+    code = explain(violation["overtaken_msg"])
     text = capsys.readouterr().out
     assert code == 0
     assert f"{violation['overtaken_msg']} was overtaken by {violation['overtaking_msg']}" in text
     assert f"[chain: {', '.join(violation['chain'])}]" in text
     assert "order class FIFO" in text and "witness crown" in text
-    code = main(
-        [
-            "explain",
-            "--warehouse",
-            str(audited),
-            "--conf",
-            "conf/test.yml",
-            "--trace",
-            "overtaken_by_chain",
-            "--msg",
-            "no_such_msg",
-        ]
-    )
+    code = explain("no_such_msg")
     assert code == 2
     assert "has no message 'no_such_msg'" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------
 # Spark: random traces against brute force, and independence from partitioning
-
-
-def frames(spark: SparkSession, traces: list[Trace]) -> tuple[DataFrame, DataFrame]:
-    events = spark.createDataFrame(
-        [e for t in traces for e in t.events], tables.table_schema(tables.EVENTS)
-    )
-    messages = spark.createDataFrame(
-        [m for t in traces for m in t.messages], tables.table_schema(tables.MESSAGES)
-    )
-    return events, messages
 
 
 def detect(events: DataFrame, messages: DataFrame) -> dict[str, DataFrame]:

@@ -15,30 +15,19 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from causal_spark import tables
 from causal_spark.clock_kernel import CausalCycleError, units_clocks, vector_clocks
 from causal_spark.clocks import trace_clock_status, with_clocks
 from causal_spark.config import ClockSettings
 from causal_spark.graphs import connected_components
 from tests.conftest import SAMPLES
 from tests.helpers import ingest_paths
-from tests.random_traces import Trace, brute_clocks, random_trace
+from tests.random_traces import Trace, brute_clocks, frames, random_trace
 
 ENGINES = {
     "per_trace": ClockSettings(engine="per_trace"),
     # tiny slabs: every trace is cut into many slabs, so every cross-slab path is exercised
     "distributed": ClockSettings(engine="distributed", slab_events=5),
 }
-
-
-def frames(spark: SparkSession, traces: list[Trace]) -> tuple[DataFrame, DataFrame]:
-    events = spark.createDataFrame(
-        [e for t in traces for e in t.events], tables.table_schema(tables.EVENTS)
-    )
-    messages = spark.createDataFrame(
-        [m for t in traces for m in t.messages], tables.table_schema(tables.MESSAGES)
-    )
-    return events, messages
 
 
 def trace_from_rows(trace_id: str, events: list[Any], messages: list[Any]) -> Trace:
