@@ -46,6 +46,9 @@ ClockEngine = Literal["auto", "per_trace", "distributed"]
 GraphBackend = Literal["auto", "joins", "graphframes"]
 _ENGINES: tuple[str, ...] = ("auto", "per_trace", "distributed")
 _GRAPH_BACKENDS: tuple[str, ...] = ("auto", "joins", "graphframes")
+CrownEngine = Literal["auto", "per_trace", "distributed"]
+CrownGraphBackend = Literal["auto", "slabs", "graphframes"]
+_CROWN_BACKENDS: tuple[str, ...] = ("auto", "slabs", "graphframes")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,30 @@ class DetectSettings:
     # shortest witness may spend after its first breadth-first search; past it the
     # component is still reported, its witness flagged as maybe not the shortest
     crown_search_budget: int = 20_000_000
+    # crowns of a trace up to per_trace_max_messages delivered messages in one task; beyond
+    # (or `distributed`), by slabs of about slab_events message events (or GraphFrames)
+    crown_engine: CrownEngine = "auto"
+    per_trace_max_messages: int = 20_000_000
+    slab_events: int = 2_000_000
+    crown_graph_backend: CrownGraphBackend = "auto"
+
+
+ALL_PROTOCOLS: tuple[str, ...] = (
+    "none", "fifo", "bss", "ses", "rst", "mf", "sa", "sync", "sequencer", "lamport_total", "skeen",
+)
+_RECEIVE_MODES: tuple[str, ...] = ("nonselective", "selective")
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What `replay` runs by default (section `replay:`); see `causal_spark.replay`."""
+
+    protocols: tuple[str, ...] = ALL_PROTOCOLS
+    receive_mode: str = "nonselective"
+    # protocol -> {key: value}, as --param protocol.key=value gives them
+    params: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # seconds a control message takes on a channel (and trace) without recorded latencies
+    default_latency: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +104,7 @@ class Config:
     ingest: IngestSettings = field(default_factory=IngestSettings)
     clocks: ClockSettings = field(default_factory=ClockSettings)
     detect: DetectSettings = field(default_factory=DetectSettings)
+    replay: ReplaySettings = field(default_factory=ReplaySettings)
     profile: str = DEFAULT_PROFILE
 
     def to_json(self) -> str:
@@ -101,7 +129,7 @@ def _section(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 
 def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
     """Build a `Config` from a parsed YAML mapping, rejecting unknown keys."""
-    _require_keys("<top>", raw, {"spark", "sink", "ingest", "clocks", "detect"})
+    _require_keys("<top>", raw, {"spark", "sink", "ingest", "clocks", "detect", "replay"})
     spark_raw = _section(raw, "spark")
     _require_keys("spark", spark_raw, {"master", "app_name", "conf"})
     spark_conf = spark_raw.get("conf") or {}
@@ -133,6 +161,7 @@ def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
         ingest=ingest,
         clocks=_clock_settings(_section(raw, "clocks")),
         detect=_detect_settings(_section(raw, "detect")),
+        replay=_replay_settings(_section(raw, "replay")),
         profile=profile,
     )
 
@@ -175,10 +204,52 @@ def _clock_settings(raw: Mapping[str, Any]) -> ClockSettings:
 def _detect_settings(raw: Mapping[str, Any]) -> DetectSettings:
     defaults = DetectSettings()
     _require_keys("detect", raw, set(asdict(defaults)))
+    engine = str(raw.get("crown_engine", defaults.crown_engine))
+    if engine not in _ENGINES:
+        raise ConfigError(f"detect.crown_engine must be one of {_ENGINES}, found '{engine}'")
+    backend = str(raw.get("crown_graph_backend", defaults.crown_graph_backend))
+    if backend not in _CROWN_BACKENDS:
+        raise ConfigError(
+            f"detect.crown_graph_backend must be one of {_CROWN_BACKENDS}, found '{backend}'"
+        )
     return DetectSettings(
         crown_search_budget=_positive_int(
             "detect", raw, "crown_search_budget", defaults.crown_search_budget
-        )
+        ),
+        crown_engine=engine,  # type: ignore[arg-type]
+        per_trace_max_messages=_positive_int(
+            "detect", raw, "per_trace_max_messages", defaults.per_trace_max_messages
+        ),
+        slab_events=_positive_int("detect", raw, "slab_events", defaults.slab_events),
+        crown_graph_backend=backend,  # type: ignore[arg-type]
+    )
+
+
+def _replay_settings(raw: Mapping[str, Any]) -> ReplaySettings:
+    defaults = ReplaySettings()
+    _require_keys("replay", raw, set(asdict(defaults)))
+    protocols = raw.get("protocols", list(defaults.protocols))
+    if not isinstance(protocols, list) or not protocols:
+        raise ConfigError(f"replay.protocols must be a non-empty list, found {protocols!r}")
+    unknown = sorted(str(p) for p in protocols if str(p) not in ALL_PROTOCOLS)
+    if unknown:
+        raise ConfigError(f"replay.protocols: unknown {unknown}; known: {list(ALL_PROTOCOLS)}")
+    mode = str(raw.get("receive_mode", defaults.receive_mode))
+    if mode not in _RECEIVE_MODES:
+        raise ConfigError(f"replay.receive_mode must be one of {_RECEIVE_MODES}, found '{mode}'")
+    params = raw.get("params") or {}
+    if not isinstance(params, Mapping) or not all(
+        isinstance(v, Mapping) for v in params.values()
+    ):
+        raise ConfigError("replay.params must map a protocol to a mapping of key: value")
+    latency = raw.get("default_latency", defaults.default_latency)
+    if isinstance(latency, bool) or not isinstance(latency, int | float) or latency <= 0:
+        raise ConfigError(f"replay.default_latency must be a positive number, found {latency!r}")
+    return ReplaySettings(
+        protocols=tuple(str(p) for p in protocols),
+        receive_mode=mode,
+        params={str(k): {str(a): str(b) for a, b in v.items()} for k, v in params.items()},
+        default_latency=float(latency),
     )
 
 

@@ -25,6 +25,9 @@ VIOLATIONS = "violations"
 CROWNS = "crowns"
 CROWN_MEMBERS = "crown_members"
 TRACE_SUMMARY = "trace_summary"
+PROTOCOL_RUNS = "protocol_runs"
+DELIVERIES = "deliveries"
+PROTOCOL_COMPARISON = "protocol_comparison"
 
 TABLES: tuple[str, ...] = (
     EVENTS,
@@ -37,6 +40,9 @@ TABLES: tuple[str, ...] = (
     CROWNS,
     CROWN_MEMBERS,
     TRACE_SUMMARY,
+    PROTOCOL_RUNS,
+    DELIVERIES,
+    PROTOCOL_COMPARISON,
 )
 
 
@@ -54,6 +60,11 @@ def table_schema(table: str) -> T.StructType:
     except FileNotFoundError as e:
         raise KeyError(f"no schema declared for table '{table}' in schemas/") from e
     return T.StructType.fromJson(json.loads(text))
+
+
+def to_arrow(schema: T.StructType) -> pa.Schema:
+    """A Spark schema as Arrow (UTC timestamps): what a grouped UDF's batches must match."""
+    return to_arrow_schema(schema, timezone="UTC")
 
 
 def arrow_schema(table: str) -> pa.Schema:

@@ -1,0 +1,70 @@
+"""`bss`: Birman-Schiper-Stephenson vector-timestamp causal broadcast (seed 004, ISIS CBCAST).
+
+"When pi multicasts a new message, it first increments VT[i] by 1. Then it
+piggybacks the value vt = VTi on the message." A message from pi is held
+back at pj until vt[i] = VTj[i] + 1 and VTj[k] >= vt[k] for k != i; on
+delivery VTj = merge(VTj, vt). Liveness needs "all members of the group are
+destinations for every message", so the protocol applies only to traces
+whose every send event goes to all other processes (DESIGN §4); elsewhere
+the run is `not_applicable` and says which send breaks the rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from causal_spark.protocols.base import Protocol
+
+if TYPE_CHECKING:
+    from causal_spark.replay_engine import Engine
+
+
+class Bss(Protocol):
+    name = "bss"
+    source = "seed 004: ISIS CBCAST vector timestamps (Birman-Schiper-Stephenson)"
+    causal = True
+
+    def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:
+        super().__init__(engine, params)
+        n = engine.n
+        self.vt = [[0] * n for _ in range(n)]
+        self.stamp: dict[int, list[int]] = {}
+
+    def not_applicable(self) -> str | None:
+        trace = self.engine.trace
+        n = trace.n
+        for p in range(n):
+            for k, copies in enumerate(trace.copies[p]):
+                if not copies:
+                    continue
+                targets = sorted(trace.dst[m] for m in copies)
+                if targets != [q for q in range(n) if q != p]:
+                    return (
+                        f"send {trace.names[p]}#{trace.lseq[p][k]} goes to "
+                        f"{len([d for d in targets if d != p and d >= 0])} of the {n - 1} other "
+                        "process(es); BSS needs every send to be a broadcast to all others"
+                    )
+        return None
+
+    def send(self, p: int, copies: list[int], t: float) -> bool:
+        vt = self.vt[p]
+        vt[p] += 1
+        stamp = list(vt)
+        for m in copies:
+            self.stamp[m] = stamp
+            self.engine.post(m, p, t, len(stamp))
+        return True
+
+    def deliverable(self, p: int, m: int) -> bool:
+        i = self.engine.trace.src[m]
+        vt, mine = self.stamp[m], self.vt[p]
+        if vt[i] != mine[i] + 1:
+            return False
+        return all(mine[k] >= vt[k] for k in range(len(vt)) if k != i)
+
+    def delivered(self, p: int, m: int, t: float) -> None:
+        mine, vt = self.vt[p], self.stamp[m]
+        for k in range(len(mine)):
+            if vt[k] > mine[k]:
+                mine[k] = vt[k]

@@ -1,0 +1,45 @@
+"""`fifo`: per-channel sequence numbers (seed 000 §2; seed 003 §12.1).
+
+"A FIFO-ordered computation is implemented generally by using sequence
+numbers for messages ... When a message is received out of order, its
+processing must be delayed" (seed 003 §12.1). Each copy carries one integer,
+its number on its channel; the receiver delivers copy k of channel j -> i
+once it has delivered copies 1..k-1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from causal_spark.protocols.base import Protocol
+
+if TYPE_CHECKING:
+    from causal_spark.replay_engine import Engine
+
+
+class Fifo(Protocol):
+    name = "fifo"
+    source = "seed 000 §2, seed 003 §12.1: per-channel sequence numbers"
+    fifo = True
+
+    def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:
+        super().__init__(engine, params)
+        self.sent: dict[tuple[int, int], int] = {}
+        self.got: dict[tuple[int, int], int] = {}
+        self.number: dict[int, int] = {}
+
+    def send(self, p: int, copies: list[int], t: float) -> bool:
+        for m in copies:
+            channel = (p, self.engine.trace.dst[m])
+            self.sent[channel] = self.number[m] = self.sent.get(channel, 0) + 1
+            self.engine.post(m, p, t, 1)
+        return True
+
+    def deliverable(self, p: int, m: int) -> bool:
+        channel = (self.engine.trace.src[m], p)
+        return self.number[m] == self.got.get(channel, 0) + 1
+
+    def delivered(self, p: int, m: int, t: float) -> None:
+        channel = (self.engine.trace.src[m], p)
+        self.got[channel] = self.got.get(channel, 0) + 1

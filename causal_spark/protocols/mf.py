@@ -1,0 +1,84 @@
+"""`mf`: Mattern-Fünfroeken input/output buffers with acknowledgements (seed 000 §3).
+
+"To send a message, the sender process Pi hands the message to its dedicated
+output buffer OBi and continues with its computation ... an output buffer
+may transmit its next pending message only if it has received an
+acknowledgement for its previously sent message" (§3.1). "When a message
+arrives at the receiver's input buffer, the buffer immediately sends back an
+acknowledgement" and the process takes messages from the FIFO input buffer
+in the order they were inserted (§3.2). No integers are piggybacked; every
+copy costs one acknowledgement (a control message, DESIGN §4).
+
+Point-to-point: a multicast's copies enter the output buffer one after
+another in destination order. With a selective receive, the process can
+take only the head of its input buffer, and only if the head comes from the
+receive's source; otherwise it blocks (§4.2).
+
+Option `no_wait_same_receiver` (footnote 4): "If the transport layer does
+not reorder messages, subsequent messages to the same receiver can be
+transmitted by an output buffer without waiting for acknowledgements"; the
+footnote's premise is made true by keeping channels FIFO in that mode.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+from causal_spark.protocols.base import Protocol, bool_param
+
+if TYPE_CHECKING:
+    from causal_spark.replay_engine import Engine
+
+
+class Mf(Protocol):
+    name = "mf"
+    source = "seed 000 §3 (Mattern-Fünfroeken): FIFO output/input buffers with acknowledgements"
+    causal = True
+    point_to_point = True
+    params: ClassVar[Mapping[str, str]] = {
+        "no_wait_same_receiver": "post the next copy to the same receiver without waiting "
+        "for the previous acknowledgement (seed 000 footnote 4; FIFO channels)"
+    }
+
+    def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:
+        super().__init__(engine, params)
+        n = engine.n
+        self.no_wait = bool_param(self.name, params, "no_wait_same_receiver", False)
+        self.fifo_transport = self.no_wait  # type: ignore[misc]
+        self.output: list[deque[int]] = [deque() for _ in range(n)]
+        self.outstanding = [0] * n
+        self.last_receiver = [-1] * n
+
+    def send(self, p: int, copies: list[int], t: float) -> bool:
+        self.output[p].extend(copies)
+        self._post(p, t)
+        return True
+
+    def _post(self, p: int, t: float) -> None:
+        buffer = self.output[p]
+        dst = self.engine.trace.dst
+        while buffer and (
+            self.outstanding[p] == 0 or (self.no_wait and dst[buffer[0]] == self.last_receiver[p])
+        ):
+            m = buffer.popleft()
+            self.outstanding[p] += 1
+            self.last_receiver[p] = dst[m]
+            self.engine.post(m, p, t, 0)
+
+    def arrived(self, p: int, m: int, t: float) -> None:
+        # the get event: the input buffer acknowledges at once
+        self.engine.control(p, self.engine.trace.src[m], t, "ack", 0)
+
+    def control(self, p: int, kind: str, payload: tuple[object, ...], t: float) -> None:
+        self.outstanding[p] -= 1
+        self._post(p, t)
+
+    def deliverable(self, p: int, m: int) -> bool:
+        if not self.engine.selective:
+            return True  # the FIFO input buffer hands messages over in the order they got in
+        for head in self.engine.pending(p):
+            if self.engine.trace.send_lseq[head] >= 0 and self.engine.trace.src[head] != p:
+                return head == m
+        return False

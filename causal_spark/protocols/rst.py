@@ -1,0 +1,57 @@
+"""`rst`: the Raynal-Schiper-Toueg matrix protocol (seed 003 §12.2, Fig. 12.2/12.4; seed 002 §3).
+
+Each process keeps M, M[j][k] = the messages from j to k it knows of. "To
+send a message to Pj: M[i,j] := M[i,j] + 1; piggyback M". A multicast first
+increments M[i][d] for each destination, then every copy carries that one
+matrix (Fig. 12.4, `multicast`). A message with matrix W from Pj is
+"enabled if (W[j,i] = M[j,i] + 1) and (for all k != j: M[k,i] >= W[k,i])";
+on delivery M := max(M, W). A copy carries n^2 integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from causal_spark.protocols.base import Protocol
+
+if TYPE_CHECKING:
+    from causal_spark.replay_engine import Engine
+
+
+class Rst(Protocol):
+    name = "rst"
+    source = "seed 003 §12.2 Fig. 12.2/12.4 (Raynal-Schiper-Toueg); seed 002 §3"
+    causal = True
+
+    def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:
+        super().__init__(engine, params)
+        n = engine.n
+        self.matrix = [[[0] * n for _ in range(n)] for _ in range(n)]
+        self.carried: dict[int, list[list[int]]] = {}
+
+    def send(self, p: int, copies: list[int], t: float) -> bool:
+        mine = self.matrix[p]
+        dst = self.engine.trace.dst
+        for m in copies:
+            mine[p][dst[m]] += 1
+        snapshot = [list(row) for row in mine]
+        n = self.engine.n
+        for m in copies:
+            self.carried[m] = snapshot
+            self.engine.post(m, p, t, n * n)
+        return True
+
+    def deliverable(self, p: int, m: int) -> bool:
+        j = self.engine.trace.src[m]
+        w, mine = self.carried[m], self.matrix[p]
+        if w[j][p] != mine[j][p] + 1:
+            return False
+        return all(mine[k][p] >= w[k][p] for k in range(len(w)) if k != j)
+
+    def delivered(self, p: int, m: int, t: float) -> None:
+        mine, w = self.matrix[p], self.carried.pop(m)
+        for row, other in zip(mine, w, strict=True):
+            for k, value in enumerate(other):
+                if value > row[k]:
+                    row[k] = value

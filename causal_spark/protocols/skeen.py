@@ -1,0 +1,112 @@
+"""`skeen`: Skeen's algorithm for total order of multicasts (seed 003 §12.3.3).
+
+"To send a multicast message, a process sends a timestamped message to all
+the destination processes. On receiving a message, a process marks it as
+undeliverable and sends the value of the logical clock as the proposed
+timestamp to the initiator. When the initiator has received all the proposed
+timestamps, it takes the maximum of all proposals and assigns that timestamp
+as the final timestamp ... This value is sent to all the destinations. On
+receiving the final timestamp of a message, it is marked as deliverable. A
+deliverable message is delivered to the site if it has the smallest
+timestamp in the message queue."
+
+As DESIGN §4 fixes it: propose and final are control messages (one integer
+each), and a process's Lamport clock advances on sends, on receiving a copy
+(max + 1) and on a final (max). Ties between equal timestamps go to the lower
+(sender, send lseq). A copy carries one integer, its send timestamp. When the
+initiator is itself a destination, its proposal and final are local.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from causal_spark.protocols.base import Protocol
+
+if TYPE_CHECKING:
+    from causal_spark.replay_engine import Engine
+
+Group = tuple[int, int]  # (sender, send lseq): one multicast
+
+
+class Skeen(Protocol):
+    name = "skeen"
+    source = "seed 003 §12.3.3: Skeen's algorithm"
+    total_order = True
+
+    def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:
+        super().__init__(engine, params)
+        n = engine.n
+        self.clock = [0] * n
+        self.stamp: dict[int, int] = {}
+        self.group: dict[int, Group] = {}
+        self.copies: dict[Group, list[int]] = {}
+        self.proposals: dict[Group, list[int]] = {}
+        # per process: copy -> [timestamp, final?]
+        self.entries: list[dict[int, list[int]]] = [{} for _ in range(n)]
+
+    def send(self, p: int, copies: list[int], t: float) -> bool:
+        self.clock[p] += 1
+        trace = self.engine.trace
+        group = (p, trace.send_lseq[copies[0]])
+        self.copies[group] = list(copies)
+        self.proposals[group] = []
+        for m in copies:
+            self.stamp[m] = self.clock[p]
+            self.group[m] = group
+            self.engine.post(m, p, t, 1)
+        return True
+
+    def arrived(self, p: int, m: int, t: float) -> None:
+        self.clock[p] = max(self.clock[p], self.stamp[m]) + 1
+        self.entries[p][m] = [self.clock[p], 0]
+        group = self.group[m]
+        if group[0] == p:
+            self._proposed(group, self.clock[p], t)
+        else:
+            self.engine.control(p, group[0], t, "propose", 1, group, self.clock[p])
+
+    def _proposed(self, group: Group, proposal: int, t: float) -> None:
+        got = self.proposals[group]
+        got.append(proposal)
+        copies = self.copies[group]
+        if len(got) < len(copies):
+            return
+        final = max(got)
+        sender = group[0]
+        dst = self.engine.trace.dst
+        for m in copies:
+            if dst[m] == sender:
+                self._finalised(sender, m, final)
+            else:
+                self.engine.control(sender, dst[m], t, "final", 1, m, final)
+
+    def _finalised(self, p: int, m: int, final: int) -> None:
+        self.clock[p] = max(self.clock[p], final)
+        entry = self.entries[p][m]
+        entry[0], entry[1] = final, 1
+
+    def control(self, p: int, kind: str, payload: tuple[object, ...], t: float) -> None:
+        if kind == "propose":
+            group, proposal = payload
+            assert isinstance(group, tuple) and isinstance(proposal, int)
+            self._proposed(group, proposal, t)
+        else:
+            m, final = payload
+            assert isinstance(m, int) and isinstance(final, int)
+            self._finalised(p, m, final)
+
+    def _key(self, p: int, m: int) -> tuple[int, int, int]:
+        group = self.group[m]
+        return (self.entries[p][m][0], group[0], group[1])
+
+    def deliverable(self, p: int, m: int) -> bool:
+        entries = self.entries[p]
+        if not entries[m][1]:
+            return False
+        mine = self._key(p, m)
+        return all(self._key(p, other) >= mine for other in entries)
+
+    def delivered(self, p: int, m: int, t: float) -> None:
+        del self.entries[p][m]

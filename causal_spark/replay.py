@@ -1,0 +1,404 @@
+"""Protocol replay on Spark (DESIGN §4): every (trace, protocol) replayed in parallel.
+
+`program_rows` flattens `events` and `messages` into the rows the engine
+needs (one per internal event, per message copy of a send, per receive);
+`replay_protocols` crosses them with the protocols and replays each
+(trace, protocol) group with `causal_spark.replay_engine` inside a grouped
+Arrow UDF. A group holds one trace's rows, so one trace x protocol runs in one
+Python worker; thousands of them run side by side. `compare_protocols`
+summarises `protocol_runs` across traces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from causal_spark import columns as C
+from causal_spark import tables
+from causal_spark.clocks import CLOCK_STATUS_INVALID
+from causal_spark.graphs import checkpoint
+from causal_spark.protocols import PROTOCOLS, ProtocolParamError, protocol
+from causal_spark.replay_engine import (
+    STATUS_ERROR,
+    STATUS_NOT_APPLICABLE,
+    Run,
+    TraceShapeError,
+    build_trace,
+    replay,
+)
+
+NONSELECTIVE = "nonselective"
+SELECTIVE = "selective"
+RECEIVE_MODES: tuple[str, ...] = (NONSELECTIVE, SELECTIVE)
+
+PROTOCOL = "protocol"
+PEER = "peer"
+VALID = "valid"
+RUN = "run"
+
+_RUN_FIELDS = tables.udf_schema(tables.PROTOCOL_RUNS)
+_DELIVERY_FIELDS = tables.udf_schema(tables.DELIVERIES)
+REPLAY_ROWS_SCHEMA = T.StructType([*_DELIVERY_FIELDS.fields, T.StructField(RUN, _RUN_FIELDS)])
+_ARROW_ROWS = tables.to_arrow(REPLAY_ROWS_SCHEMA)
+
+
+class ReplayRequestError(ValueError):
+    """The protocols, receive mode or parameters asked for are not valid."""
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """What to replay: protocol names, the receive mode, per-protocol parameters."""
+
+    protocols: tuple[str, ...]
+    receive_mode: str = NONSELECTIVE
+    params: Mapping[str, Mapping[str, str]] | None = None
+    default_latency: float = 1.0
+
+    def validate(self) -> ReplayRequest:
+        if not self.protocols:
+            raise ReplayRequestError("no protocol to replay")
+        for name in self.protocols:
+            if name not in PROTOCOLS:
+                raise ReplayRequestError(
+                    f"unknown protocol '{name}'; known: {', '.join(PROTOCOLS)}"
+                )
+        if self.receive_mode not in RECEIVE_MODES:
+            raise ReplayRequestError(
+                f"receive mode must be one of {RECEIVE_MODES}, found '{self.receive_mode}'"
+            )
+        for name, given in (self.params or {}).items():
+            if name not in PROTOCOLS:
+                raise ReplayRequestError(f"parameter for unknown protocol '{name}'")
+            unknown = sorted(set(given) - set(PROTOCOLS[name].params))
+            if unknown:
+                raise ReplayRequestError(
+                    f"protocol '{name}' has no parameter(s) {unknown}; "
+                    f"it takes {sorted(PROTOCOLS[name].params) or 'none'}"
+                )
+        if not self.default_latency > 0:
+            raise ReplayRequestError(
+                f"default latency must be positive, found {self.default_latency}"
+            )
+        return self
+
+    def params_of(self, name: str) -> Mapping[str, str]:
+        return (self.params or {}).get(name, {})
+
+
+def parse_params(items: Sequence[str]) -> dict[str, dict[str, str]]:
+    """`protocol.key=value` items (the CLI's --param) as {protocol: {key: value}}."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        proto, dot, key = name.partition(".")
+        if not sep or not dot or not proto or not key:
+            raise ReplayRequestError(f"--param '{item}' must look like protocol.key=value")
+        out.setdefault(proto.strip(), {})[key.strip()] = value.strip()
+    return out
+
+
+def program_rows(events: DataFrame, messages: DataFrame, trace_clocks: DataFrame) -> DataFrame:
+    """The programs of every trace as rows: internal events, send copies, receives.
+
+    Input: `events` (trace_id, process, pidx, lseq, kind, ts, lamport), `messages`
+    (trace_id, msg_id, src_pidx, dst_pidx, send_lseq, recv_lseq) and
+    `trace_clocks` (trace_id, status).
+    Output: trace_id, process, pidx, lseq, kind, ts, lamport, msg_id, peer (int:
+    the destination of a send copy, the source of a receive, -1 when not a
+    process of the trace), valid (boolean: the trace's clocks are OK).
+    """
+    event_cols = events.select(C.TRACE_ID, C.PROCESS, C.PIDX, C.LSEQ, C.KIND, C.TS, C.LAMPORT)
+    sends = messages.where(F.col(C.SEND_LSEQ).isNotNull()).select(
+        C.TRACE_ID,
+        C.MSG_ID,
+        F.col(C.SRC_PIDX).alias(C.PIDX),
+        F.col(C.SEND_LSEQ).alias(C.LSEQ),
+        F.coalesce(F.col(C.DST_PIDX), F.lit(-1)).alias(PEER),
+    )
+    receives = messages.where(F.col(C.RECV_LSEQ).isNotNull()).select(
+        C.TRACE_ID,
+        C.MSG_ID,
+        F.col(C.DST_PIDX).alias(C.PIDX),
+        F.col(C.RECV_LSEQ).alias(C.LSEQ),
+        F.coalesce(F.col(C.SRC_PIDX), F.lit(-1)).alias(PEER),
+    )
+    ends = sends.unionByName(receives).join(event_cols, [C.TRACE_ID, C.PIDX, C.LSEQ])
+    internals = event_cols.where(F.col(C.KIND) == C.INTERNAL).select(
+        "*", F.lit(None).cast("string").alias(C.MSG_ID), F.lit(-1).alias(PEER)
+    )
+    valid = trace_clocks.select(
+        C.TRACE_ID, (F.col(C.STATUS) != F.lit(CLOCK_STATUS_INVALID)).alias(VALID)
+    )
+    return (
+        ends.unionByName(internals)
+        .join(valid, C.TRACE_ID, "left")
+        .select(
+            C.TRACE_ID,
+            C.PROCESS,
+            F.col(C.PIDX).cast("int").alias(C.PIDX),
+            F.col(C.LSEQ).cast("long").alias(C.LSEQ),
+            C.KIND,
+            F.col(C.TS).cast("double").alias(C.TS),
+            F.col(C.LAMPORT).cast("long").alias(C.LAMPORT),
+            C.MSG_ID,
+            F.col(PEER).cast("int").alias(PEER),
+            F.coalesce(F.col(VALID), F.lit(False)).alias(VALID),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class ReplayTables:
+    runs: DataFrame
+    deliveries: DataFrame
+
+
+def replay_protocols(programs: DataFrame, request: ReplayRequest) -> ReplayTables:
+    """`protocol_runs` and `deliveries` for every trace of `programs` x every protocol asked.
+
+    `programs` is the output of `program_rows`. The replay runs once (its
+    output is checkpointed); both tables are read from that one result.
+    """
+    request.validate()
+    names = programs.sparkSession.createDataFrame(
+        [(name,) for name in request.protocols],
+        T.StructType([T.StructField(PROTOCOL, T.StringType())]),
+    )
+    mode = request.receive_mode
+    params = {name: dict(request.params_of(name)) for name in request.protocols}
+    latency = request.default_latency
+
+    def per_group(table: pa.Table) -> pa.Table:
+        return pa.Table.from_batches(list(_replay_group(table, mode, params, latency)), _ARROW_ROWS)
+
+    rows = checkpoint(
+        programs.crossJoin(F.broadcast(names))
+        .groupBy(C.TRACE_ID, PROTOCOL)
+        .applyInArrow(per_group, REPLAY_ROWS_SCHEMA)
+    )
+    runs = tables.conform(
+        rows.where(F.col(RUN).isNotNull()).select(f"{RUN}.*"), tables.PROTOCOL_RUNS
+    )
+    deliveries = tables.conform(rows.where(F.col(RUN).isNull()).drop(RUN), tables.DELIVERIES)
+    return ReplayTables(runs=runs, deliveries=deliveries)
+
+
+def _replay_group(
+    table: pa.Table,
+    mode: str,
+    params: Mapping[str, Mapping[str, str]],
+    default_latency: float,
+) -> Iterator[pa.RecordBatch]:
+    trace_id = str(table.column(C.TRACE_ID)[0].as_py())
+    name = str(table.column(PROTOCOL)[0].as_py())
+    given = params.get(name, {})
+    param_text = json.dumps(dict(sorted(given.items())))
+    pidx = table.column(C.PIDX).to_numpy(zero_copy_only=False).astype(np.int64)
+    process = table.column(C.PROCESS).to_pylist()
+    names_by_pidx: dict[int, str] = {}
+    for i, p in zip(pidx.tolist(), process, strict=True):
+        names_by_pidx.setdefault(i, p)
+    n = max(names_by_pidx) + 1 if names_by_pidx else 0
+    names = [names_by_pidx.get(i, f"#{i}") for i in range(n)]
+    head = {
+        C.TRACE_ID: trace_id,
+        PROTOCOL: name,
+        "receive_mode": mode,
+        "params": param_text,
+        "n_processes": n,
+    }
+    if not all(table.column(VALID).to_pylist()):
+        yield _run_batch(
+            head,
+            "lamport",
+            False,
+            0.0,
+            STATUS_NOT_APPLICABLE,
+            "the trace is INVALID (its matched messages form a causal cycle)",
+            None,
+            {},
+        )
+        return
+    try:
+        trace = build_trace(
+            trace_id,
+            names,
+            pidx,
+            table.column(C.LSEQ).to_numpy(zero_copy_only=False).astype(np.int64),
+            table.column(C.KIND).to_pylist(),
+            table.column(C.TS).to_numpy(zero_copy_only=False).astype(np.float64),
+            table.column(C.LAMPORT).to_numpy(zero_copy_only=False).astype(np.int64),
+            table.column(C.MSG_ID).to_pylist(),
+            table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
+        )
+        run = replay(trace, protocol(name), given, mode == SELECTIVE, default_latency)
+    except (TraceShapeError, ProtocolParamError) as e:
+        yield _run_batch(head, "ts", False, 0.0, STATUS_ERROR, str(e), None, {})
+        return
+    recorded = trace.end - trace.start
+    yield _run_batch(
+        head,
+        trace.timebase,
+        trace.skewed,
+        recorded,
+        run.status,
+        run.reason,
+        run.verified,
+        run.figures,
+    )
+    if run.status != STATUS_NOT_APPLICABLE:
+        yield _deliveries_batch(head, trace.msg_id, run)
+
+
+def _run_batch(
+    head: Mapping[str, object],
+    timebase: str,
+    skewed: bool,
+    recorded: float,
+    status: str,
+    reason: str | None,
+    verified: bool | None,
+    figures: Mapping[str, float | int | None],
+) -> pa.RecordBatch:
+    record: dict[str, object] = {
+        **head,
+        "timebase": timebase,
+        "skewed": skewed,
+        "recorded_makespan": recorded,
+        "status": status,
+        "reason": reason,
+        "verified": verified,
+    }
+    for fld in _RUN_FIELDS.fields:
+        record.setdefault(fld.name, figures.get(fld.name))
+    schema = _ARROW_ROWS
+    arrays = []
+    for fld in schema:
+        if fld.name == RUN:
+            arrays.append(pa.array([record], type=fld.type))
+        elif fld.name in (C.TRACE_ID, PROTOCOL, "receive_mode"):
+            arrays.append(pa.array([head[fld.name]], type=fld.type))
+        else:
+            arrays.append(pa.nulls(1, type=fld.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _deliveries_batch(head: Mapping[str, object], msg_ids: list[str], run: Run) -> pa.RecordBatch:
+    count = len(msg_ids)
+    schema = _ARROW_ROWS
+    values: dict[str, object] = {
+        C.TRACE_ID: [head[C.TRACE_ID]] * count,
+        PROTOCOL: [head[PROTOCOL]] * count,
+        "receive_mode": [head["receive_mode"]] * count,
+        C.MSG_ID: msg_ids,
+        "send_time": run.send_time,
+        "post_time": run.post_time,
+        "arrival_time": run.arrival_time,
+        "delivery_time": run.delivery_time,
+        "take_time": run.take_time,
+        "taken_by_lseq": [v if v >= 0 else None for v in run.taken_by],
+        "piggyback_ints": run.piggyback,
+        "held_back": run.held_back,
+    }
+    arrays = [
+        pa.nulls(count, type=fld.type)
+        if fld.name == RUN
+        else pa.array(values[fld.name], type=fld.type)
+        for fld in schema
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison across traces
+
+COMPARED_METRICS: Mapping[str, str] = {
+    "control_per_app": "control messages per application message",
+    "piggyback_ints_mean": "integers piggybacked per application message",
+    "piggyback_bytes_total": "bytes piggybacked per trace",
+    "held_back_fraction": "share of application messages held back",
+    "holdback_delay_mean": "mean hold-back delay of held-back messages (s)",
+    "sender_delay_per_app": "sender-side delay per application message (s)",
+    "max_holdback_buffer": "largest hold-back buffer",
+    "makespan_ratio": "makespan / recorded makespan (runs that finished)",
+}
+
+
+def _metric_columns() -> dict[str, Column]:
+    app = F.col("app_messages")
+    per_app = F.when(app > 0, app.cast("double"))
+    return {
+        "control_per_app": F.col("control_messages") / per_app,
+        "piggyback_ints_mean": F.col("piggyback_ints_mean"),
+        "piggyback_bytes_total": F.col("piggyback_bytes_total").cast("double"),
+        "held_back_fraction": F.col("held_back") / per_app,
+        "holdback_delay_mean": F.col("holdback_delay_mean"),
+        "sender_delay_per_app": F.col("sender_delay_total") / per_app,
+        "max_holdback_buffer": F.col("max_holdback_buffer").cast("double"),
+        "makespan_ratio": F.col("makespan_ratio"),
+    }
+
+
+def compare_protocols(runs: DataFrame) -> DataFrame:
+    """Protocols x overhead: median and p99 across traces of each metric (`protocol_comparison`).
+
+    Input: `protocol_runs`. Runs that did not replay (not_applicable, error)
+    have no figures and count in no metric; a metric's `traces` says how many
+    traces it is over. Status counts come as metrics `status_<status>` (median
+    and p99 are then null; `traces` is the count).
+    """
+    metrics = _metric_columns()
+    stack = F.explode(
+        F.array(
+            *[
+                F.struct(F.lit(name).alias("metric"), column.cast("double").alias("value"))
+                for name, column in metrics.items()
+            ]
+        )
+    )
+    long = runs.select(PROTOCOL, "receive_mode", stack.alias("m")).select(
+        PROTOCOL, "receive_mode", "m.metric", "m.value"
+    )
+    figures = (
+        long.where(F.col("value").isNotNull())
+        .groupBy(PROTOCOL, "receive_mode", "metric")
+        .agg(
+            F.count("*").alias("traces"),
+            F.percentile(F.col("value"), F.lit(0.5)).alias("median"),
+            F.percentile(F.col("value"), F.lit(0.99)).alias("p99"),
+        )
+    )
+    statuses = runs.groupBy(PROTOCOL, "receive_mode", "status").agg(F.count("*").alias("traces"))
+    status_rows = statuses.select(
+        PROTOCOL,
+        "receive_mode",
+        F.concat(F.lit("status_"), F.col("status")).alias("metric"),
+        "traces",
+        F.lit(None).cast("double").alias("median"),
+        F.lit(None).cast("double").alias("p99"),
+    )
+    unverified = (
+        runs.where(F.col("verified") == F.lit(False))
+        .groupBy(PROTOCOL, "receive_mode")
+        .agg(F.count("*").alias("traces"))
+    )
+    unverified_rows = unverified.select(
+        PROTOCOL,
+        "receive_mode",
+        F.lit("verification_failed").alias("metric"),
+        "traces",
+        F.lit(None).cast("double").alias("median"),
+        F.lit(None).cast("double").alias("p99"),
+    )
+    return tables.conform(
+        figures.unionByName(status_rows).unionByName(unverified_rows), tables.PROTOCOL_COMPARISON
+    )

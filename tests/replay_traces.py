@@ -1,0 +1,111 @@
+"""Traces for the replay engine without Spark: from the worked JSONL files or random traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causal_spark.replay_engine import ReplayTrace, build_trace
+
+DATA = Path(__file__).resolve().parent.parent / "data-samples"
+
+
+def from_rows(
+    trace_id: str, events: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> ReplayTrace:
+    """The engine's trace from `events` / `messages` rows (the tables' columns)."""
+    names = sorted({e["process"] for e in events})
+    index = {p: i for i, p in enumerate(names)}
+    by_event = {(e["process"], e["lseq"]): e for e in events}
+    rows: list[tuple[int, int, str, float, int, str | None, int]] = []
+    sent: set[tuple[str, int]] = set()
+    received: set[tuple[str, int]] = set()
+    for m in messages:
+        if m["send_lseq"] is not None:
+            e = by_event[(m["src"], m["send_lseq"])]
+            sent.add((m["src"], m["send_lseq"]))
+            peer = index.get(m["dst"], -1) if m["dst"] is not None else -1
+            rows.append(_row(e, index, "send", m["msg_id"], peer))
+        if m["recv_lseq"] is not None:
+            e = by_event[(m["dst"], m["recv_lseq"])]
+            received.add((m["dst"], m["recv_lseq"]))
+            peer = index.get(m["src"], -1) if m["src"] is not None else -1
+            rows.append(_row(e, index, "receive", m["msg_id"], peer))
+    for e in events:
+        if e["kind"] == "internal":
+            rows.append(_row(e, index, "internal", None, -1))
+    columns = list(zip(*rows, strict=True)) if rows else [[]] * 7
+    return build_trace(
+        trace_id,
+        names,
+        np.asarray(columns[0], dtype=np.int64),
+        np.asarray(columns[1], dtype=np.int64),
+        list(columns[2]),
+        np.asarray(columns[3], dtype=np.float64),
+        np.asarray(columns[4], dtype=np.int64),
+        list(columns[5]),
+        np.asarray(columns[6], dtype=np.int64),
+    )
+
+
+def _row(
+    e: dict[str, Any], index: dict[str, int], kind: str, msg_id: str | None, peer: int
+) -> tuple[int, int, str, float, int, str | None, int]:
+    ts = e.get("ts")
+    return (
+        index[e["process"]],
+        e["lseq"],
+        kind,
+        float("nan") if ts is None else float(ts),
+        int(e.get("lamport") or 0),
+        msg_id,
+        peer,
+    )
+
+
+def worked(name: str, **ts_override: float) -> ReplayTrace:
+    """A worked trace from data-samples/<name>.jsonl (valid rows only, no quarantine rules).
+
+    `ts_override` maps msg_id -> a new receive ts (to make a message arrive earlier).
+    """
+    raw = [json.loads(line) for line in (DATA / f"{name}.jsonl").read_text().splitlines() if line]
+    events: dict[tuple[str, int], dict[str, Any]] = {}
+    messages: dict[str, dict[str, Any]] = {}
+    for row in raw:
+        key = (row["process"], int(row["seq"]))
+        kind = row["kind"].lower()
+        ts = row.get("ts")
+        if kind == "receive" and row.get("msg_id") in ts_override:
+            ts = ts_override[row["msg_id"]]
+        events.setdefault(key, {"process": key[0], "seq": key[1], "kind": kind, "ts": ts})
+        if kind == "internal":
+            continue
+        m = messages.setdefault(
+            row["msg_id"],
+            {
+                "msg_id": row["msg_id"],
+                "src": None,
+                "dst": None,
+                "send_lseq": None,
+                "recv_lseq": None,
+            },
+        )
+        if kind == "send":
+            m["src"], m["dst"], m["send_seq"] = key[0], row.get("peer"), key[1]
+        else:
+            m["dst"], m["recv_seq"] = key[0], key[1]
+            m["src"] = m["src"] or row.get("peer")
+    lseq: dict[tuple[str, int], int] = {}
+    for p in sorted({k[0] for k in events}):
+        for i, seq in enumerate(sorted(s for q, s in events if q == p)):
+            lseq[(p, seq)] = i + 1
+    event_rows = [dict(e, lseq=lseq[k]) for k, e in events.items()]
+    for m in messages.values():
+        if "send_seq" in m:
+            m["send_lseq"] = lseq[(m["src"], m["send_seq"])]
+        if "recv_seq" in m:
+            m["recv_lseq"] = lseq[(m["dst"], m["recv_seq"])]
+    return from_rows(name, event_rows, list(messages.values()))
