@@ -430,7 +430,9 @@ class Engine:
             t = max(t, last)
             self._channel_last[(sender, dst)] = t
         order = _LAST
-        if item[0] == "app":
+        if item[0] == "app" and not self.protocol.fifo_transport:
+            # ties at one instant follow the recorded receive order (so `none` is exact);
+            # on FIFO channels they follow the posting order (the heap's insertion order)
             m = item[1]
             assert isinstance(m, int)
             order = self.trace.recv_lseq[m] if self.trace.recv_lseq[m] >= 0 else _LAST - 1

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from causal_spark.replay_engine import ReplayTrace, build_trace
+from tests.random_traces import Trace
 
 DATA = Path(__file__).resolve().parent.parent / "data-samples"
 
@@ -109,3 +111,64 @@ def worked(name: str, **ts_override: float) -> ReplayTrace:
         if "recv_seq" in m:
             m["recv_lseq"] = lseq[(m["dst"], m["recv_seq"])]
     return from_rows(name, event_rows, list(messages.values()))
+
+
+def random_broadcasts(rng: random.Random, trace_id: str, n_procs: int, n_steps: int) -> Trace:
+    """A random execution where every send goes to all other processes (for `bss`)."""
+    names = [f"b{i:02d}" for i in range(n_procs)]
+    trace = Trace(trace_id, names)
+    lseq = dict.fromkeys(names, 0)
+    waiting: dict[str, list[dict[str, Any]]] = {p: [] for p in names}
+    counter = 0
+
+    def event(p: str, kind: str) -> int:
+        lseq[p] += 1
+        trace.events.append(
+            {"process": p, "lseq": lseq[p], "kind": kind, "ts": float(len(trace.events))}
+        )
+        return lseq[p]
+
+    for _ in range(n_steps):
+        p = rng.choice(names)
+        if waiting[p] and rng.random() < 0.5:
+            m = waiting[p].pop(rng.randrange(len(waiting[p])))
+            m["recv_lseq"] = event(p, "receive")
+            m["status"] = "delivered"
+        elif rng.random() < 0.1:
+            event(p, "internal")
+        else:
+            at = event(p, "send")
+            for q in names:
+                if q != p:
+                    counter += 1
+                    m = {
+                        "msg_id": f"m{counter}",
+                        "src": p,
+                        "dst": q,
+                        "send_lseq": at,
+                        "recv_lseq": None,
+                        "status": "in_flight",
+                    }
+                    trace.messages.append(m)
+                    waiting[q].append(m)
+    for p in names:  # deliver what is left, so the trace loses nothing
+        while waiting[p]:
+            m = waiting[p].pop(rng.randrange(len(waiting[p])))
+            m["recv_lseq"] = event(p, "receive")
+            m["status"] = "delivered"
+    return trace
+
+
+def with_random_times(trace: Trace, rng: random.Random) -> Trace:
+    """The same execution with random positive gaps between consecutive events (in the
+    trace's recorded order), so latencies and gaps vary but stay consistent."""
+    now = 0.0
+    for e in sorted(trace.events, key=lambda e: e["ts"]):
+        now += rng.expovariate(1.0)
+        e["ts"] = now
+    return trace
+
+
+def engine_trace(trace: Trace) -> ReplayTrace:
+    """The engine's view of a `tests.random_traces.Trace`."""
+    return from_rows(trace.trace_id, trace.events, trace.messages)

@@ -51,6 +51,7 @@ AUDIT_TABLES = [
     "crowns",
     "crown_members",
     "trace_summary",
+    "protocol_runs",
     "runs",
 ]
 
@@ -67,7 +68,9 @@ def test_cli_audit_writes_tables_that_delta_rs_reads(tmp_path: Path) -> None:
     read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse), *AUDIT_TABLES])
     assert read.returncode == 0, read.stderr[-3000:]
     # violations, crowns, crown members: the rows and components of expected.json
-    assert read.stdout.split() == ["56", "30", "4", "9", "4", "6", "23", "9", "1"]
+    # protocol_runs: every trace x the 11 protocols
+    assert read.stdout.split() == ["56", "30", "4", "9", "4", "6", "23", "9", "99", "1"]
+    assert "verification failed: 0" in done.stdout
     assert "traces by order class: RSC 2, CO 3, FIFO 2, ASYNC 1, INVALID 1" in done.stdout
 
 
