@@ -356,12 +356,6 @@ class Engine:
         self._state[p] = _READY
         self._complete(p, t)
 
-    def deliver(self, p: int, m: int, t: float) -> None:
-        """The protocol delivers m to p at t (non-selective mode)."""
-        self._pending[p].remove(m)
-        self._deliver(p, m, t)
-        self._ready[p].append(m)
-
     def pending(self, p: int) -> list[int]:
         """Arrived application copies at p that are not delivered yet, in arrival order."""
         return self._pending[p]
@@ -370,17 +364,25 @@ class Engine:
         """Protocol state at p changed: deliver what can be delivered, wake a blocked receive."""
         self.protocol.settle(p, t)
         if not self.selective:
+            # passes over the pending copies in arrival order, each delivering what it can,
+            # until a pass delivers nothing (a delivery may enable an earlier copy)
+            pending = self._pending[p]
             progress = True
-            while progress:
+            while progress and pending:
                 progress = False
-                for m in self._pending[p]:
-                    if self._bypass(m) or self.protocol.deliverable(p, m):
-                        self.deliver(p, m, t)
-                        if not self._bypass(m):
+                kept: list[int] = []
+                for m in pending:
+                    bypass = self._bypass(m)
+                    if bypass or self.protocol.deliverable(p, m):
+                        self._deliver(p, m, t)
+                        self._ready[p].append(m)
+                        if not bypass:
                             self.protocol.delivered(p, m, t)
                             self.protocol.settle(p, t)
                         progress = True
-                        break
+                    else:
+                        kept.append(m)
+                pending[:] = kept
         if self._state[p] == _WAIT_RECEIVE and self._try_take(p, t):
             self._state[p] = _READY
             self._complete(p, t)

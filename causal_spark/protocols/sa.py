@@ -49,6 +49,8 @@ class Sa(Protocol):
         self.matrix: list[Sparse] = [{} for _ in range(n)]
         self.deliv = [[0] * n for _ in range(n)]
         self.carried: dict[int, Sparse] = {}
+        # per copy: the constraints of its destination's column, (row, value)
+        self.need: dict[int, list[tuple[int, int]]] = {}
         self.extras: list[list[tuple[int, Sparse]]] = [[] for _ in range(n)]
         self.extra_messages = 0
 
@@ -69,6 +71,7 @@ class Sa(Protocol):
             carried = {key: v for key, v in after.items() if key[1] != d}
             carried.update({key: v for key, v in before.items() if key[1] == d})
             self.carried[m] = carried
+            self.need[m] = [(x, v) for (x, column), v in carried.items() if column == d]
             self.engine.post(m, p, t, 3 * len(carried))
         self.matrix[p] = after
         self._thin(p, t)
@@ -108,10 +111,12 @@ class Sa(Protocol):
         return all(deliv[x] >= v for (x, column), v in carried.items() if column == p)
 
     def deliverable(self, p: int, m: int) -> bool:
-        return self._satisfied(p, self.carried[m])
+        deliv = self.deliv[p]
+        return all(deliv[x] >= v for x, v in self.need[m])
 
     def delivered(self, p: int, m: int, t: float) -> None:
         carried = self.carried.pop(m)
+        del self.need[m]
         self.deliv[p][self.engine.trace.src[m]] += 1
         mine = self.matrix[p]
         for key, v in carried.items():
