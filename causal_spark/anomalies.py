@@ -34,6 +34,8 @@ from causal_spark import anomaly_kernel as K
 from causal_spark import columns as C
 from causal_spark import tables
 from causal_spark.clocks import CLOCK_STATUS_INVALID, CLOCK_STATUS_OK
+from causal_spark.config import DetectSettings
+from causal_spark.crowns_distributed import distributed_crowns
 from causal_spark.graphs import checkpoint
 
 CAUSAL = "causal"
@@ -61,12 +63,17 @@ class WitnessError(RuntimeError):
     """A witness crown failed its own check (a bug: the run is not committed)."""
 
 
+class MissingClocksError(ValueError):
+    """The distributed crown method was chosen but no clocked events were given to check with."""
+
+
 @dataclass(frozen=True)
 class CrownTables:
-    """`crowns` and `crown_members`."""
+    """`crowns` and `crown_members`, and the methods that found them."""
 
     crowns: DataFrame
     members: DataFrame
+    engine: str = "per_trace"  # per_trace, slabs, graphframes, or per_trace+<distributed>
 
 
 def _arrow(schema: T.StructType) -> pa.Schema:
@@ -103,7 +110,8 @@ def ok_traces(trace_clocks: DataFrame) -> DataFrame:
 
 
 def delivered_messages(messages: DataFrame, trace_clocks: DataFrame) -> DataFrame:
-    """Delivered messages of ok traces: trace_id, msg_id, src, dst, pidx and lseq of both ends.
+    """Delivered messages of ok traces: trace_id, msg_id, src, dst, pidx, lseq and ts of both
+    ends.
 
     Checkpointed: the detector reads it three times.
     """
@@ -119,8 +127,14 @@ def delivered_messages(messages: DataFrame, trace_clocks: DataFrame) -> DataFram
             F.col(C.DST_PIDX).cast("long").alias(C.DST_PIDX),
             C.SEND_LSEQ,
             C.RECV_LSEQ,
+            C.SEND_TS,
+            C.RECV_TS,
         )
     )
+
+
+_MESSAGE_ENDS = (C.TRACE_ID, C.MSG_ID, C.SRC, C.DST, C.SRC_PIDX, C.DST_PIDX, C.SEND_LSEQ,
+                 C.RECV_LSEQ)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,7 +243,7 @@ def overtaken_messages(events: DataFrame, delivered: DataFrame) -> DataFrame:
     receives = events.where((F.col(C.KIND) == C.RECEIVE) & F.col(C.VC).isNotNull()).select(
         C.TRACE_ID, F.col(C.PIDX).cast("long").alias(C.DST_PIDX), C.LSEQ, C.VC
     )
-    received = _with_send_knowledge(delivered, events)
+    received = _with_send_knowledge(delivered.select(*_MESSAGE_ENDS), events)
     return (
         receives.groupBy(C.TRACE_ID, C.DST_PIDX)
         .cogroup(received.groupBy(C.TRACE_ID, C.DST_PIDX))
@@ -307,7 +321,8 @@ def find_violations(events: DataFrame, delivered: DataFrame) -> DataFrame:
     """
     overtaken = overtaken_messages(events, delivered)
     return (
-        delivered.groupBy(C.TRACE_ID)
+        delivered.select(*_MESSAGE_ENDS)
+        .groupBy(C.TRACE_ID)
         .cogroup(overtaken.groupBy(C.TRACE_ID))
         .applyInArrow(chains_of_trace, tables.udf_schema(tables.VIOLATIONS))
     )
@@ -375,12 +390,53 @@ def crowns_of_trace(messages: pa.Table, budget: int) -> pa.Table:
     )
 
 
-def find_crowns(delivered: DataFrame, budget: int) -> CrownTables:
+def find_crowns(
+    delivered: DataFrame,
+    budget: int,
+    *,
+    events: DataFrame | None = None,
+    settings: DetectSettings | None = None,
+) -> CrownTables:
     """`crowns` and `crown_members` of every ok trace (DESIGN §3).
 
     delivered: `delivered_messages(...)`; budget: `DetectSettings.crown_search_budget`.
+    Without `settings`, one task per trace. With them, `crown_engine` chooses: `auto` sends
+    traces of more than `per_trace_max_messages` delivered messages to the distributed
+    method (`crowns_distributed`), `distributed` sends every trace. The distributed method's
+    witnesses are checked against the vector clocks of `events` (the clocked `events` table,
+    required then) before they are returned; a wrong one raises `WitnessError`.
     """
+    if settings is None or settings.crown_engine == "per_trace":
+        return _crowns_per_trace(delivered, budget)
+    if settings.crown_engine == "distributed":
+        large, small = delivered, None
+    else:
+        sizes = delivered.groupBy(C.TRACE_ID).count()
+        too_big = sizes.where(F.col("count") > settings.per_trace_max_messages).select(C.TRACE_ID)
+        if too_big.isEmpty():
+            return _crowns_per_trace(delivered, budget)
+        large = delivered.join(F.broadcast(too_big), C.TRACE_ID, "left_semi")
+        small = delivered.join(F.broadcast(too_big), C.TRACE_ID, "left_anti")
+    if events is None:
+        raise MissingClocksError(
+            "the distributed crown method checks its witnesses against the vector clocks: "
+            "pass the clocked events table (events=...)"
+        )
+    found = distributed_crowns(
+        large, budget, slab_events=settings.slab_events, backend=settings.crown_graph_backend
+    )
+    require_valid_crowns(found.crowns, events, large)
+    if small is None:
+        return CrownTables(found.crowns, found.members, found.backend)
+    per_trace = _crowns_per_trace(small, budget)
+    return CrownTables(
+        per_trace.crowns.unionByName(found.crowns),
+        per_trace.members.unionByName(found.members),
+        f"per_trace+{found.backend}",
+    )
 
+
+def _crowns_per_trace(delivered: DataFrame, budget: int) -> CrownTables:
     def per_trace(messages: pa.Table) -> pa.Table:
         return crowns_of_trace(messages, budget)
 
