@@ -20,8 +20,10 @@ The model, as DESIGN §4 fixes it:
   Selective receives take a message from their recorded source: the first
   one, in arrival order, that the protocol may deliver against the state
   built from taken messages; delivery is the receive.
-- Simultaneous events run in a fixed order (arrivals before program steps,
-  then by process and by recorded receive order), so a run is deterministic.
+- Simultaneous events run in a fixed order: by the recorded Lamport clock of
+  the event they stand for (a step's own event, an arrival's recorded
+  receive; control messages last), then arrivals before program steps, then
+  by process; so a run is deterministic and `none` exact even with ties.
 
 Verification (DESIGN §4, "Invariant") runs on the execution the replay
 produced: `none` must reproduce the recorded one exactly; causal protocols
@@ -73,10 +75,10 @@ class TraceShapeError(ValueError):
 class ReplayTrace:
     """One trace as programs and messages, in the engine's terms.
 
-    Per process p (pidx order): `kind[p][k]`, `lseq[p][k]`, `gap[p][k]` of its
-    k-th event; `copies[p][k]` the messages of a send event in destination
-    order; `takes[p][k]` the message a receive recorded taking. Per message:
-    `msg_id`, `src` (pidx, or EXTERNAL), `dst` (pidx, or -1 when the
+    Per process p (pidx order): `kind[p][k]`, `lseq[p][k]`, `gap[p][k]` and
+    recorded `lamport[p][k]` of its k-th event; `copies[p][k]` the messages of
+    a send event in destination order; `takes[p][k]` the message a receive
+    recorded taking. Per message: `msg_id`, `src` (pidx, or EXTERNAL), `dst` (pidx, or -1 when the
     destination has no events), `send_lseq`/`recv_lseq` (-1 if missing),
     `latency` (None when lost), `arrival` (an orphan's recorded receive time).
     """
@@ -85,6 +87,7 @@ class ReplayTrace:
     names: list[str]
     kind: list[list[int]]
     lseq: list[list[int]]
+    lamport: list[list[int]]
     gap: list[list[float]]
     copies: list[list[list[int]]]
     takes: list[list[int]]
@@ -147,6 +150,7 @@ def build_trace(
     order = np.lexsort((np.asarray(peer), lseq, pidx))
     kinds = [[] for _ in range(n)]  # type: list[list[int]]
     lseqs = [[] for _ in range(n)]  # type: list[list[int]]
+    lamports = [[] for _ in range(n)]  # type: list[list[int]]
     times = [[] for _ in range(n)]  # type: list[list[float]]
     copies = [[] for _ in range(n)]  # type: list[list[list[int]]]
     takes = [[] for _ in range(n)]  # type: list[list[int]]
@@ -189,6 +193,7 @@ def build_trace(
                 )
             kinds[p].append(code)
             lseqs[p].append(q)
+            lamports[p].append(int(lamport[row]))
             times[p].append(float(time[row]))
             copies[p].append([])
             takes[p].append(-1)
@@ -252,6 +257,7 @@ def build_trace(
         names=list(names),
         kind=kinds,
         lseq=lseqs,
+        lamport=lamports,
         gap=gaps,
         copies=copies,
         takes=takes,
@@ -316,7 +322,7 @@ class Engine:
         self.piggyback: list[int | None] = [None] * count
         self.control_messages = 0
         self.control_ints = 0
-        self._heap: list[tuple[float, int, int, int, int, int, object]] = []
+        self._heap: list[tuple[float, int, int, int, int, int, int, object]] = []
         self._seq = 0
         self._pc = [0] * self.n
         self._now = [trace.start] * self.n
@@ -400,9 +406,10 @@ class Engine:
                 self._schedule_step(p, trace.start + first)
         for m, at in enumerate(trace.arrival):
             if at is not None and trace.dst[m] >= 0:
-                self._push(at, _ARRIVAL, trace.dst[m], trace.recv_lseq[m], ("ext", m))
+                lam = trace.lamport[trace.dst[m]][trace.recv_lseq[m] - 1]
+                self._push(at, lam, _ARRIVAL, trace.dst[m], trace.recv_lseq[m], ("ext", m))
         while self._heap:
-            t, _, _, _, _, p, item = heapq.heappop(self._heap)
+            t, _, _, _, _, _, p, item = heapq.heappop(self._heap)
             if item is None:
                 self._step(p, t)
             else:
@@ -419,26 +426,30 @@ class Engine:
             return self._result(status, reason, self._verify())
         return self._result(STATUS_OK, None, self._verify())
 
-    def _push(self, t: float, prio: int, key: int, order: int, item: object) -> None:
+    def _push(self, t: float, lam: int, prio: int, key: int, order: int, item: object) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (t, prio, key, order, self._seq, key, item))
+        heapq.heappush(self._heap, (t, lam, prio, key, order, self._seq, key, item))
 
     def _schedule_step(self, p: int, t: float) -> None:
-        self._push(t, _STEP, p, 0, None)
+        self._push(t, self.trace.lamport[p][self._pc[p]], _STEP, p, 0, None)
 
     def _arrive_at(self, sender: int, dst: int, t: float, item: tuple[object, ...]) -> None:
         if self.protocol.fifo_transport:
             last = self._channel_last.get((sender, dst), -math.inf)
             t = max(t, last)
             self._channel_last[(sender, dst)] = t
-        order = _LAST
+        order = lam = _LAST
         if item[0] == "app" and not self.protocol.fifo_transport:
-            # ties at one instant follow the recorded receive order (so `none` is exact);
-            # on FIFO channels they follow the posting order (the heap's insertion order)
+            # ties at one instant follow the recorded Lamport clocks of the events the
+            # items stand for (they extend happened-before, so `none` is exact even with
+            # zero latencies); on FIFO channels the posting order (the insertion order)
             m = item[1]
             assert isinstance(m, int)
-            order = self.trace.recv_lseq[m] if self.trace.recv_lseq[m] >= 0 else _LAST - 1
-        self._push(t, _ARRIVAL, dst, order, item)
+            received = self.trace.recv_lseq[m]
+            if received >= 0:
+                order = received
+                lam = self.trace.lamport[dst][received - 1]
+        self._push(t, lam, _ARRIVAL, dst, order, item)
 
     def _arrival(self, p: int, t: float, item: object) -> None:
         assert isinstance(item, tuple)

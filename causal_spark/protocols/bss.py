@@ -39,11 +39,15 @@ class Bss(Protocol):
                 if not copies:
                     continue
                 targets = sorted(trace.dst[m] for m in copies)
-                if targets != [q for q in range(n) if q != p]:
+                others = [q for q in range(n) if q != p]
+                if targets != others:
+                    names = [
+                        trace.names[d] if d >= 0 else "a process without events" for d in targets
+                    ]
                     return (
-                        f"send {trace.names[p]}#{trace.lseq[p][k]} goes to "
-                        f"{len([d for d in targets if d != p and d >= 0])} of the {n - 1} other "
-                        "process(es); BSS needs every send to be a broadcast to all others"
+                        f"send {trace.names[p]}#{trace.lseq[p][k]} goes to {', '.join(names)}, "
+                        f"not to exactly the {n - 1} other process(es); BSS needs every send "
+                        "to be a broadcast to all others"
                     )
         return None
 
