@@ -236,7 +236,7 @@ def _replay_group(
             table.column(C.LSEQ).to_numpy(zero_copy_only=False).astype(np.int64),
             table.column(C.KIND).to_pylist(),
             table.column(C.TS).to_numpy(zero_copy_only=False).astype(np.float64),
-            table.column(C.LAMPORT).to_numpy(zero_copy_only=False).astype(np.int64),
+            table.column(C.LAMPORT).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
             table.column(C.MSG_ID).to_pylist(),
             table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
         )

@@ -23,7 +23,7 @@ def from_rows(
     names = sorted({e["process"] for e in events})
     index = {p: i for i, p in enumerate(names)}
     by_event = {(e["process"], e["lseq"]): e for e in events}
-    lamport = _lamport(events, messages, index)
+    lamport = recorded_lamport(events, messages, index)
     rows: list[tuple[int, int, str, float, int, str | None, int]] = []
     sent: set[tuple[str, int]] = set()
     received: set[tuple[str, int]] = set()
@@ -75,7 +75,7 @@ def _row(
     )
 
 
-def _lamport(
+def recorded_lamport(
     events: list[dict[str, Any]], messages: list[dict[str, Any]], index: dict[str, int]
 ) -> dict[tuple[str, int], int]:
     """The recorded Lamport clock of every event (what the clocks stage writes)."""

@@ -25,7 +25,7 @@ from causal_spark.replay import ReplayRequest, program_rows, replay_protocols
 from causal_spark.replay_engine import replay
 from tests.conftest import read_delta
 from tests.random_traces import frames, random_trace
-from tests.replay_traces import engine_trace, with_random_times, worked
+from tests.replay_traces import engine_trace, recorded_lamport, with_random_times, worked
 
 ENGINE_CHECKED = [
     "overtaken_by_chain",
@@ -229,6 +229,11 @@ def _random_set(spark: SparkSession) -> tuple[list[Any], DataFrame]:
         )
         for i in range(10)
     ]
+    for trace in traces:  # what the clocks stage would have written
+        index = {p: i for i, p in enumerate(sorted({e["process"] for e in trace.events}))}
+        lamport = recorded_lamport(trace.events, trace.messages, index)
+        for e in trace.events:
+            e["lamport"] = lamport[(e["process"], e["lseq"])]
     events, messages = frames(spark, traces)
     clocks = events.select("trace_id").distinct().withColumn("status", F.lit("ok"))
     return traces, program_rows(events, messages, clocks)
