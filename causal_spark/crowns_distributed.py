@@ -548,6 +548,8 @@ def slabbed_events(delivered: DataFrame, slab_events: int) -> DataFrame:
         F.col(SEND_SLAB).alias(SLAB),
         F.lit(True).alias(IS_SEND),
         crosses.alias("__crosses"),
+        SEND_SLAB,
+        RECV_SLAB,
     ).unionByName(
         messages.select(
             *payload,
@@ -556,6 +558,8 @@ def slabbed_events(delivered: DataFrame, slab_events: int) -> DataFrame:
             F.col(RECV_SLAB).alias(SLAB),
             F.lit(False).alias(IS_SEND),
             crosses.alias("__crosses"),
+            SEND_SLAB,
+            RECV_SLAB,
         )
     )
     # deterministic order within a multicast (one lseq, several rows)
@@ -578,6 +582,8 @@ def slabbed_events(delivered: DataFrame, slab_events: int) -> DataFrame:
         (F.col("__crosses") | border).alias(PORT),
         _PREV_SLAB,
         _PREV_NODE,
+        SEND_SLAB,
+        RECV_SLAB,
     )
 
 
@@ -615,19 +621,13 @@ def _labels_by_slabs(events: DataFrame) -> DataFrame:
         F.col(SLAB).alias(TO_SLAB),
         F.col(NODE).alias(TO_NODE),
     )
-    # a node with events in several slabs: its copies are one node, linked both ways
-    sends = events.where(F.col(IS_SEND)).select(
-        C.TRACE_ID, C.MSG_ID, F.col(SLAB).alias("__send_slab")
-    )
-    receives = events.where(~F.col(IS_SEND)).select(C.TRACE_ID, C.MSG_ID, SLAB, NODE)
-    split = receives.join(sends, [C.TRACE_ID, C.MSG_ID]).where(
-        F.col("__send_slab") != F.col(SLAB)
-    )
-    forward = split.select(
+    # a node with events in several slabs: its copies are one node, linked both ways (each
+    # send row knows both slabs of its message: no join)
+    forward = events.where(F.col(IS_SEND) & (F.col(SEND_SLAB) != F.col(RECV_SLAB))).select(
         C.TRACE_ID,
-        F.col("__send_slab").alias(FROM_SLAB),
+        F.col(SEND_SLAB).alias(FROM_SLAB),
         F.col(NODE).alias(FROM_NODE),
-        F.col(SLAB).alias(TO_SLAB),
+        F.col(RECV_SLAB).alias(TO_SLAB),
         F.col(NODE).alias(TO_NODE),
     )
     backward = forward.select(
