@@ -1,0 +1,638 @@
+"""Benchmark protocol replay per protocol against the engine alone; write bench/replay.json
+and the `## replay` section of bench/results.md.
+
+    .venv/bin/pip install -e '.[bench]'
+    .venv/bin/python bench/replay.py                       # every case, every protocol
+    .venv/bin/python bench/replay.py --quick               # small cases, a smoke run (< 2 min),
+                                                           # written to bench/out/replay/quick.*
+    .venv/bin/python bench/replay.py --only many-1000x1000 --protocols none,fifo
+    .venv/bin/python bench/replay.py --only big-1e6 --profile rst,sa --cap 600
+
+Cases (issue 6): generated all-to-all traces of 16 processes, lognormal(0, 1)
+latencies (the generator's default), no loss:
+
+- `big-1e6`: one trace of 10^6 messages (2 111 111 events);
+- `many-1000x1000`: 1 000 traces of 1 000 messages (2 112 events each);
+- `bcast-1e6` (only with --only): one broadcast trace of about 10^6 message
+  copies, the only shape `bss` applies to.
+
+Set-up, once per case and kept under bench/out/replay/<case> while its spec
+does not change (not timed): the generator writes Parquet, the real `ingest`
+and `clocks` jobs write the warehouse, and `program_rows` (the replay's own
+input transform) is saved as Parquet for the baseline.
+
+Then, per protocol, in the same process:
+
+- `spark`: the real `replay` job for that one protocol (Delta in: events,
+  messages, trace_clocks; Delta out: protocol_runs and deliveries), with the
+  profile's replay settings; its statuses and verification results are read
+  back from `protocol_runs`;
+- `engine`: the same traces replayed by the engine alone in this Python
+  process (per trace: Arrow columns to arrays, `build_trace`, `replay`; no
+  Spark, no output table): the same-run baseline. Its statuses must agree
+  with Spark's.
+
+The engine's Numba verification kernels are compiled once before any timing.
+Times are medians of the repeats (3 for the small cases, 1 for the 10^6 one;
+no further repeat once one measurement has taken `--repeat-budget` seconds);
+memory is the peak RSS of the process tree (driver, JVM, Python workers) for
+Spark and of this process for the engine. A protocol whose engine run exceeds
+`--cap` seconds is stopped there and recorded as capped; its Spark run is then
+skipped (it would replay the same trace in one Python worker, at least as long).
+`--profile P,...` runs cProfile over the engine on the first case for those
+protocols (also capped) and records the top functions by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import io
+import itertools
+import json
+import platform
+import pstats
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
+
+from run import PeakMemory
+
+from causal_spark import tables
+from causal_spark.app.runs import run_job
+from causal_spark.app.session import build_session
+from causal_spark.app.stages import clocks_stage, ingest_stage, replay_stage
+from causal_spark.config import Config, load_config
+from causal_spark.generate import GeneratorSpec, generate_traces, write_generated
+from causal_spark.protocols import PROTOCOLS, protocol
+from causal_spark.replay import PEER, ReplayRequest, program_rows
+from causal_spark.replay_engine import Run, build_trace, replay
+from causal_spark.sinks import Warehouse
+
+HERE = Path(__file__).resolve().parent
+SCRATCH = HERE / "out" / "replay"
+JSON = HERE / "replay.json"
+RESULTS_MD = HERE / "results.md"
+QUICK_JSON = SCRATCH / "quick.json"  # --quick never touches the recorded results
+QUICK_MD = SCRATCH / "quick.md"
+SECTION = "## replay"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    spec: GeneratorSpec
+    repeats: int
+
+
+def cases(quick: bool) -> list[Case]:
+    if quick:
+        return [
+            Case("quick-big-1e4", GeneratorSpec(processes=16, events=21_112, seed=61), 1),
+            Case(
+                "quick-many-5x1000",
+                GeneratorSpec(processes=16, events=2_112, traces=5, seed=62),
+                1,
+            ),
+        ]
+    return [
+        Case("big-1e6", GeneratorSpec(processes=16, events=2_111_111, seed=61), 1),
+        Case("many-1000x1000", GeneratorSpec(processes=16, events=2_112, traces=1000, seed=62), 3),
+    ]
+
+
+EXTRA_CASES = [
+    Case(
+        "bcast-1e6",
+        GeneratorSpec(processes=16, events=1_071_000, topology="broadcast", seed=63),
+        1,
+    ),
+]
+
+
+@dataclasses.dataclass
+class Result:
+    case: str
+    protocol: str
+    impl: str  # spark | engine
+    traces: int
+    messages: int  # application message copies replayed (per protocol, all traces)
+    events: int  # program events (all traces)
+    seconds: float | None  # median; None when capped
+    seconds_all: list[float]
+    peak_mb: float
+    repeats: int
+    capped: bool
+    statuses: dict[str, int]  # status -> runs
+    verified: dict[str, int]  # true / false / null -> runs
+    figures: dict[str, float]  # sums across traces of a few figures (control messages, ...)
+    build_seconds: float | None = None  # engine: of which build_trace
+    run: str = ""
+    commit: str = ""
+    note: str = ""
+
+
+def _read(path: Path) -> pa.Table:
+    return DeltaTable(str(path)).to_pyarrow_table(
+        filesystem=pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem())
+    )
+
+
+class Capped(Exception):
+    """The measurement ran past its cap."""
+
+
+# ------------------------------------------------------------------------------ set-up
+
+
+def _fingerprint(case: Case) -> str:
+    return json.dumps(dataclasses.asdict(case.spec), sort_keys=True, default=str)
+
+
+def set_up(case: Case, spark, config: Config) -> tuple[Path, pa.Table]:
+    """The case's warehouse (events, messages, trace_clocks) and its program rows."""
+    folder = SCRATCH / case.name
+    marker = folder / "spec.json"
+    warehouse_dir = folder / "warehouse"
+    programs_path = folder / "programs.parquet"
+    if not (marker.exists() and marker.read_text() == _fingerprint(case)):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        began = time.perf_counter()
+        generated = folder / "generated"
+        write_generated(generate_traces(spark, case.spec), str(generated), "parquet", case.spec)
+        warehouse = Warehouse(spark, warehouse_dir, "deltalake")
+        run_job(
+            "ingest", [ingest_stage([str(generated)])], spark=spark, config=config,
+            warehouse=warehouse,
+        )  # fmt: skip
+        run_job("clocks", [clocks_stage()], spark=spark, config=config, warehouse=warehouse)
+        shutil.rmtree(generated, ignore_errors=True)
+        w = Warehouse(spark, warehouse_dir, "deltalake")
+        rows = program_rows(w.read(tables.EVENTS), w.read(tables.MESSAGES),
+                            w.read(tables.TRACE_CLOCKS))  # fmt: skip
+        pq.write_table(rows.toArrow(), programs_path)
+        marker.write_text(_fingerprint(case))
+        print(f"{case.name}: set-up (generate, ingest, clocks, program rows) "
+              f"{time.perf_counter() - began:.0f} s", flush=True)  # fmt: skip
+    programs = pq.read_table(programs_path)
+    return warehouse_dir, programs
+
+
+def split_traces(programs: pa.Table) -> list[pa.Table]:
+    """One table per trace (sorted by trace_id), as a (trace, protocol) group gets them."""
+    programs = programs.sort_by([("trace_id", "ascending")])
+    ids = programs.column("trace_id").to_numpy(zero_copy_only=False)
+    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    bounds = [0, *cuts.tolist(), len(ids)]
+    return [programs.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
+
+
+# ------------------------------------------------------------------------------ engine
+
+
+def engine_trace(table: pa.Table):
+    """`build_trace` from one trace's program rows, converting columns as the UDF does."""
+    pidx = table.column("pidx").to_numpy(zero_copy_only=False).astype(np.int64)
+    process = table.column("process").to_pylist()
+    names_by_pidx: dict[int, str] = {}
+    for i, p in zip(pidx.tolist(), process, strict=True):
+        names_by_pidx.setdefault(i, p)
+    n = max(names_by_pidx) + 1 if names_by_pidx else 0
+    names = [names_by_pidx.get(i, f"#{i}") for i in range(n)]
+    return build_trace(
+        str(table.column("trace_id")[0].as_py()),
+        names,
+        pidx,
+        table.column("lseq").to_numpy(zero_copy_only=False).astype(np.int64),
+        table.column("kind").to_pylist(),
+        table.column("ts").to_numpy(zero_copy_only=False).astype(np.float64),
+        table.column("lamport").to_numpy(zero_copy_only=False).astype(np.int64),
+        table.column("msg_id").to_pylist(),
+        table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
+    )
+
+
+@dataclasses.dataclass
+class EngineOutcome:
+    runs: list[Run]
+    build_seconds: float
+
+
+def engine_all(traces: list[pa.Table], name: str, request: ReplayRequest) -> EngineOutcome:
+    cls = protocol(name)
+    params = request.params_of(name)
+    selective = request.receive_mode == "selective"
+    runs: list[Run] = []
+    build = 0.0
+    for table in traces:
+        began = time.perf_counter()
+        trace = engine_trace(table)
+        build += time.perf_counter() - began
+        runs.append(replay(trace, cls, params, selective, request.default_latency))
+    return EngineOutcome(runs, build)
+
+
+def warm_up(names: tuple[str, ...], request: ReplayRequest) -> None:
+    """Compile the verification kernels (Numba) before any timing: a two-message trace."""
+    trace = build_trace(
+        "warm-up", ["a", "b"], np.array([0, 0, 1, 1]), np.array([1, 2, 1, 2]),
+        ["send", "send", "receive", "receive"], np.array([0.0, 1.0, 2.0, 3.0]),
+        np.array([1, 2, 3, 4]), ["x", "y", "x", "y"], np.array([1, 1, 0, 0]),
+    )  # fmt: skip
+    for name in names:
+        replay(trace, protocol(name), request.params_of(name))
+
+
+def _alarm(_signum: int, _frame: object) -> None:
+    raise Capped
+
+
+def capped_call(fn: Callable[[], object], cap: float) -> object:
+    """fn() in the main thread, interrupted by SIGALRM after `cap` seconds."""
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, cap)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small cases (about 1-2 minutes)")
+    parser.add_argument("--only", default=None, help="comma-separated case names to run")
+    parser.add_argument("--protocols", default=None, help="comma-separated protocols")
+    parser.add_argument("--cap", type=float, default=600.0,
+                        help="seconds one engine run of a protocol may take")  # fmt: skip
+    parser.add_argument("--profile", default="",
+                        help="protocols to profile (cProfile, engine, first case)")  # fmt: skip
+    parser.add_argument("--profile-cap", type=float, default=180.0,
+                        help="seconds a profiled engine run may take (a partial profile)")  # fmt: skip
+    parser.add_argument("--repeat-budget", type=float, default=60.0,
+                        help="no further repeat once a measurement has taken this long")  # fmt: skip
+    parser.add_argument("--no-spark", action="store_true", help="engine (and profile) only")
+    args = parser.parse_args()
+
+    global JSON, RESULTS_MD
+    if args.quick:
+        JSON, RESULTS_MD = QUICK_JSON, QUICK_MD
+        SCRATCH.mkdir(parents=True, exist_ok=True)
+    selected = cases(args.quick)
+    if args.only:
+        wanted = set(args.only.split(","))
+        selected = [c for c in [*selected, *EXTRA_CASES] if c.name in wanted]
+    config = load_config()  # the embedded local profile, as users run it
+    names = tuple(args.protocols.split(",")) if args.protocols else config.replay.protocols
+    unknown = [n for n in names if n not in PROTOCOLS]
+    if unknown:
+        parser.error(f"unknown protocol(s) {unknown}")
+    profiled = [p for p in args.profile.split(",") if p]
+    spark = build_session(config.spark)
+    warm_up(names, ReplayRequest(protocols=names, params=config.replay.params))
+    started = datetime.now(UTC).isoformat(timespec="minutes")
+    commit = _commit()
+    results: list[Result] = []
+    profiles: dict[str, dict[str, object]] = {}
+
+    def record(result: Result) -> None:
+        results.append(result)
+        save(results, profiles)
+        secs = "capped" if result.seconds is None else f"{result.seconds:9.2f} s"
+        print(f"{result.case:20} {result.protocol:14} {result.impl:7} {secs}  "
+              f"peak {result.peak_mb:7.0f} MB  {dict(result.statuses)} verified "
+              f"{dict(result.verified)}", flush=True)  # fmt: skip
+
+    for index, case in enumerate(selected):
+        warehouse_dir, programs = set_up(case, spark, config)
+        traces = split_traces(programs)
+        n_events = int(
+            pc.count_distinct(
+                pc.binary_join_element_wise(
+                    programs.column("trace_id"),
+                    pc.cast(programs.column("pidx"), pa.string()),
+                    pc.cast(programs.column("lseq"), pa.string()),
+                    "/",
+                )
+            ).as_py()
+        )
+        n_messages = int(pc.sum(pc.equal(programs.column("kind"), "send")).as_py())
+        print(f"{case.name}: {len(traces)} trace(s), {n_events:,} events, "
+              f"{n_messages:,} message copies", flush=True)  # fmt: skip
+        warehouse = Warehouse(spark, warehouse_dir, "deltalake")
+        for name in names:
+            request = ReplayRequest(
+                protocols=(name,),
+                receive_mode=config.replay.receive_mode,
+                params=config.replay.params,
+                default_latency=config.replay.default_latency,
+            ).validate()
+
+            def base(impl: str, repeats: int) -> Result:
+                return Result(case.name, name, impl, len(traces), n_messages, n_events, None,
+                              [], 0.0, repeats, False, {}, {}, {}, run=started,
+                              commit=commit)  # fmt: skip
+
+            # engine alone (the baseline), capped
+            out = base("engine", case.repeats)
+            times: list[float] = []
+            outcome: EngineOutcome | None = None
+            with PeakMemory(tree=False) as memory:
+                for _ in range(case.repeats):
+                    if sum(times) > args.repeat_budget:
+                        break
+                    began = time.perf_counter()
+                    try:
+                        outcome = capped_call(  # type: ignore[assignment]
+                            lambda name=name, request=request: engine_all(traces, name, request),
+                            args.cap,
+                        )
+                    except Capped:
+                        out.capped = True
+                        out.note = f"stopped after {args.cap:.0f} s"
+                        break
+                    times.append(time.perf_counter() - began)
+            out.peak_mb = memory.peak / 2**20
+            out.seconds_all = times
+            if not out.capped and outcome is not None:
+                out.seconds = statistics.median(times)
+                out.repeats = len(times)
+                out.build_seconds = outcome.build_seconds
+                out.statuses, out.verified, out.figures = _summarise_runs(outcome.runs)
+            outcome = None
+            record(out)
+
+            if name in profiled and index == 0:
+                profiles[f"{case.name}/{name}"] = profile_engine(
+                    traces, name, request, args.profile_cap
+                )
+                save(results, profiles)
+
+            if args.no_spark:
+                continue
+            out_s = base("spark", case.repeats)
+            if out.capped:
+                out_s.note = "skipped: the engine alone ran past the cap"
+                record(out_s)
+                continue
+            spark_cap = max(args.cap, 3 * (out.seconds or 0) + 120)
+
+            def job(request: ReplayRequest = request) -> None:
+                run_job("replay", [replay_stage(request)], spark=spark, config=config,
+                        warehouse=warehouse)  # fmt: skip
+
+            times = []
+            with PeakMemory(tree=True) as memory:
+                for _ in range(case.repeats):
+                    if sum(times) > args.repeat_budget:
+                        break
+                    timer = threading.Timer(spark_cap, spark.sparkContext.cancelAllJobs)
+                    timer.start()
+                    began = time.perf_counter()
+                    try:
+                        job()
+                        times.append(time.perf_counter() - began)
+                    except Exception as e:  # a cancelled job surfaces as any error
+                        if time.perf_counter() - began < spark_cap:
+                            raise
+                        out_s.capped = True
+                        out_s.note = f"cancelled after {spark_cap:.0f} s ({type(e).__name__})"
+                        break
+                    finally:
+                        timer.cancel()
+            out_s.peak_mb = memory.peak / 2**20
+            out_s.seconds_all = times
+            if not out_s.capped:
+                out_s.seconds = statistics.median(times)
+                out_s.repeats = len(times)
+                out_s.statuses, out_s.verified, out_s.figures = _summarise_table(
+                    _read(warehouse_dir / tables.PROTOCOL_RUNS)
+                )
+                if (out_s.statuses, out_s.verified) != (out.statuses, out.verified):
+                    out_s.note = "statuses differ from the engine's"
+                    print(f"WARNING {case.name}/{name}: Spark {out_s.statuses} "
+                          f"{out_s.verified}, engine {out.statuses} {out.verified}")  # fmt: skip
+            record(out_s)
+    spark.stop()
+    save(results, profiles)
+    print(f"wrote {JSON} and the replay section of {RESULTS_MD}")
+    return 0
+
+
+FIGURES = ("app_messages", "control_messages", "held_back", "piggyback_ints_total")
+
+
+def _summarise_runs(runs: list[Run]) -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
+    statuses = Counter(r.status for r in runs)
+    verified = Counter(_verified_key(r.verified) for r in runs)
+    figures = {k: float(sum(r.figures.get(k) or 0 for r in runs)) for k in FIGURES}
+    return dict(statuses), dict(verified), figures
+
+
+def _summarise_table(runs: pa.Table) -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
+    statuses = Counter(runs.column("status").to_pylist())
+    verified = Counter(_verified_key(v) for v in runs.column("verified").to_pylist())
+    figures = {k: float(pc.sum(runs.column(k)).as_py() or 0) for k in FIGURES}
+    return dict(statuses), dict(verified), figures
+
+
+def _verified_key(value: bool | None) -> str:
+    return "null" if value is None else str(value).lower()
+
+
+def profile_engine(
+    traces: list[pa.Table], name: str, request: ReplayRequest, cap: float
+) -> dict[str, object]:
+    """cProfile over the engine alone (capped: a partial profile is still recorded)."""
+    profiler = cProfile.Profile()
+    began = time.perf_counter()
+    complete = True
+    profiler.enable()
+    try:
+        capped_call(lambda: engine_all(traces, name, request), cap)
+    except Capped:
+        complete = False
+    finally:
+        profiler.disable()
+    seconds = time.perf_counter() - began
+    stream = io.StringIO()
+    stats = pstats.Stats(profiler, stream=stream)
+    stats.sort_stats("tottime").print_stats(25)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    (SCRATCH / f"profile-{name}.txt").write_text(stream.getvalue())
+    top = []
+    total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
+    ranked = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])  # type: ignore[attr-defined]
+    for (path, line, func), (_cc, calls, tottime, cumtime, _callers) in ranked[:10]:
+        where = re.sub(r".*/(causal_spark|site-packages)/", r"\1/", path)
+        top.append({"function": f"{where}:{line}({func})", "calls": calls,
+                    "tottime": round(tottime, 2), "cumtime": round(cumtime, 2),
+                    "share": round(tottime / total, 3) if total else 0.0})  # fmt: skip
+    print(f"profile {name}: {seconds:.0f} s{'' if complete else ' (capped)'}")
+    for row in top[:6]:
+        print(f"  {row['share']:6.1%} {row['tottime']:8.2f} s {row['calls']:>10} {row['function']}")
+    return {"seconds": round(seconds, 1), "complete": complete, "top": top}
+
+
+def _commit() -> str:
+    import causal_spark
+
+    root = Path(causal_spark.__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "causal_spark"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head}{'+dirty' if dirty else ''} ({root})"
+
+
+# ------------------------------------------------------------------------------ output
+
+
+def save(results: list[Result], profiles: dict[str, dict[str, object]]) -> None:
+    """Write this run's results, keeping earlier runs' results for (case, protocol, impl)
+    not re-run here; rewrite only the `## replay` section of results.md."""
+    earlier = json.loads(JSON.read_text()) if JSON.exists() else {}
+    mine = {(r.case, r.protocol, r.impl) for r in results}
+    merged = [r for r in earlier.get("results", [])
+              if (r["case"], r["protocol"], r["impl"]) not in mine]  # fmt: skip
+    merged += [dataclasses.asdict(r) for r in results]
+    payload = {
+        "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
+        "results": merged,
+        "profiles": {**earlier.get("profiles", {}), **profiles},
+    }
+    JSON.write_text(json.dumps(payload, indent=1) + "\n")
+    section = render(payload)
+    text = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Benchmark results\n"
+    start = text.find(f"\n{SECTION}\n")
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + 1)
+        text = text[: start + 1] + section + (text[end + 1 :] if end >= 0 else "")
+    RESULTS_MD.write_text(text)
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def render(payload: dict) -> str:
+    rows = payload["results"]
+    by_key = {(r["case"], r["protocol"], r["impl"]): r for r in rows}
+    case_names = list(dict.fromkeys(r["case"] for r in rows))
+    order = {name: i for i, name in enumerate(PROTOCOLS)}
+    lines = [
+        SECTION,
+        "",
+        f"By `bench/replay.py` on {payload['machine']}. Generated all-to-all traces of 16",
+        "processes, lognormal(0, 1) latencies. `spark s`: the `replay` job for one protocol",
+        "(Delta in, protocol_runs and deliveries out); `engine s`: the same traces replayed by",
+        "the engine alone in one Python process (build_trace + replay, no Spark), same run.",
+        "`spark / engine` above 1: Spark is slower. msgs/s: application message copies",
+        "replayed per second by the Spark job. Medians of the repeats shown; the machine has",
+        "2 cores shared with other work, so read ratios, not absolute times. A `deadlock`",
+        "run stops where every process waits: its time covers the replay up to there only.",
+        "Status and verified columns count runs (traces) by value, from `protocol_runs`.",
+        "",
+    ]
+    for case in case_names:
+        protos = sorted({r["protocol"] for r in rows if r["case"] == case},
+                        key=lambda p: order.get(p, 99))  # fmt: skip
+        first = next(r for r in rows if r["case"] == case)
+        lines += [
+            f"### {case}: {first['traces']:,} trace(s), {first['events']:,} events, "
+            f"{first['messages']:,} messages; code measured: commit {first['commit']}",
+            "",
+            "| protocol | spark s | engine s | of which build_trace s | spark / engine | "
+            "spark msgs/s | engine msgs/s | spark peak MB | repeats | status (spark) | "
+            "verified (spark) | control msgs | held back | run | note |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|---|",
+        ]
+        for name in protos:
+            s = by_key.get((case, name, "spark"))
+            e = by_key.get((case, name, "engine"))
+            ref = s if s is not None and s["seconds"] is not None else e
+            ratio = (
+                _fmt(s["seconds"] / e["seconds"])
+                if s and e and s["seconds"] and e["seconds"]
+                else "-"
+            )
+
+            def rate(r: dict | None) -> str:
+                if r is None or not r["seconds"]:
+                    return "-"
+                return f"{r['messages'] / r['seconds']:,.0f}"
+
+            def cell(r: dict | None) -> str:
+                if r is None:
+                    return "not run"
+                if r["seconds"] is None:
+                    return "capped" if r["capped"] else "skipped"
+                return _fmt(r["seconds"])
+
+            statuses = ", ".join(
+                f"{k} {v}" for k, v in sorted((ref or {}).get("statuses", {}).items())
+            )
+            verified = ", ".join(
+                f"{k} {v}" for k, v in sorted((ref or {}).get("verified", {}).items())
+            )
+            figures = (ref or {}).get("figures", {})
+            notes = "; ".join(n for n in ((e or {}).get("note"), (s or {}).get("note")) if n)
+            lines.append(
+                f"| {name} | {cell(s)} | {cell(e)} | {_fmt((e or {}).get('build_seconds'))} | "
+                f"{ratio} | {rate(s)} | {rate(e)} | {_fmt((s or {}).get('peak_mb'), 0)} | "
+                f"{(s or e or {}).get('repeats', '-')} | {statuses or '-'} | {verified or '-'} | "
+                f"{_fmt(figures.get('control_messages'), 0)} | "
+                f"{_fmt(figures.get('held_back'), 0)} | {(s or e or {}).get('run', '')[:16]} | "
+                f"{notes} |"
+            )
+        lines.append("")
+    profiles = payload.get("profiles", {})
+    if profiles:
+        lines += ["### engine profiles (cProfile, own time)", ""]
+        for key, prof in profiles.items():
+            state = "" if prof["complete"] else ", capped: partial"
+            lines += [f"`{key}` ({prof['seconds']} s under the profiler{state}):", ""]
+            lines += ["| share | own s | calls | function |", "|---:|---:|---:|---|"]
+            for row in prof["top"][:8]:
+                lines.append(f"| {row['share']:.1%} | {row['tottime']:.2f} | {row['calls']:,} | "
+                             f"`{row['function']}` |")  # fmt: skip
+            lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
