@@ -99,7 +99,9 @@ def detect_stage() -> Stage:
         with _timed("detect: violations"):
             violations = context.stage(tables.VIOLATIONS, find_violations(events, delivered))
         with _timed("detect: crowns"):
-            found = find_crowns(delivered, settings.crown_search_budget)
+            found = find_crowns(
+                delivered, settings.crown_search_budget, events=events, settings=settings
+            )
             crowns = context.stage(tables.CROWNS, found.crowns)
             context.stage(tables.CROWN_MEMBERS, found.members)
         with _timed("detect: trace_summary"):
