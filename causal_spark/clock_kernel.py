@@ -299,21 +299,28 @@ def _units_clocks(
     unit_proc: np.ndarray,
     start: np.ndarray,
     length: np.ndarray,
-    first_lseq: np.ndarray,
     send_event: np.ndarray,
+    out_rows: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     units = unit_row.shape[0] - 1
-    rows = unit_row[units]
-    offsets = np.zeros(rows + 1, dtype=np.int64)
-    for u in range(units):
-        n = unit_proc[u + 1] - unit_proc[u]
-        for e in range(unit_row[u], unit_row[u + 1]):
-            offsets[e + 1] = offsets[e] + n
-    lamport = np.empty(rows, dtype=np.int64)
+    wanted = out_rows.shape[0]
+    out_unit = np.searchsorted(unit_row, out_rows, side="right") - 1
+    offsets = np.zeros(wanted + 1, dtype=np.int64)
+    for i in range(wanted):
+        u = out_unit[i]
+        offsets[i + 1] = offsets[i] + unit_proc[u + 1] - unit_proc[u]
+    lamport = np.empty(wanted, dtype=np.int64)
     ok = np.ones(units, dtype=np.bool_)
-    # one unit (a large trace) keeps the kernel's own buffer: no copy of its vectors
-    flat = np.empty(0 if units == 1 else offsets[rows], dtype=np.int32)
+    # one unit whose every row is wanted (a large trace) keeps the kernel's own buffer
+    whole = units == 1 and wanted == unit_row[units] - unit_row[0]
+    flat = np.empty(0 if whole else offsets[wanted], dtype=np.int32)
+    lo = 0
     for u in range(units):
+        hi = lo
+        while hi < wanted and out_rows[hi] < unit_row[u + 1]:
+            hi += 1
+        if hi == lo:
+            continue  # nothing of this unit is wanted here
         r0, r1 = unit_row[u], unit_row[u + 1]
         p0, p1 = unit_proc[u], unit_proc[u + 1]
         n = p1 - p0
@@ -325,7 +332,7 @@ def _units_clocks(
         vc, lam, _, ptr = _clocks(
             local_start,
             length[p0:p1],
-            first_lseq[p0:p1],
+            np.ones(n, dtype=np.int64),
             local_send,
             np.full(r1 - r0, -1, dtype=np.int64),
             np.zeros((n, n), dtype=np.int32),
@@ -339,20 +346,61 @@ def _units_clocks(
         for p in range(n):
             if ptr[p] < local_start[p] + length[p0 + p]:
                 ok[u] = False
-        lamport[r0:r1] = lam
-        if units == 1:
+        if whole:
             flat = vc.reshape(-1)
+            lamport[:] = lam
         else:
-            flat[offsets[r0] : offsets[r1]] = vc.reshape(-1)
+            for i in range(lo, hi):
+                e = out_rows[i] - r0
+                lamport[i] = lam[e]
+                flat[offsets[i] : offsets[i + 1]] = vc[e]
+        lo = hi
     return flat, offsets, lamport, ok
 
 
 @dataclass(frozen=True)
 class UnitsClocks:
-    vc: np.ndarray  # the vectors of every event, row after row (row e has its unit's n entries)
-    offsets: np.ndarray  # events + 1: row e is vc[offsets[e]:offsets[e + 1]]
-    lamport: np.ndarray  # events, int64
+    vc: np.ndarray  # the vectors of the wanted rows, row after row (each has its unit's n entries)
+    offsets: np.ndarray  # wanted rows + 1: wanted row i is vc[offsets[i]:offsets[i + 1]]
+    lamport: np.ndarray  # per wanted row, int64
     ok: np.ndarray  # units: False where the unit's matched ids form a causal cycle
+
+
+def units_clocks_at(
+    unit_row: np.ndarray,
+    unit_proc: np.ndarray,
+    length: np.ndarray,
+    send_event: np.ndarray,
+    out_rows: np.ndarray,
+) -> UnitsClocks:
+    """Clocks of some rows of many independent units (whole components), in one call.
+
+    Rows are laid out unit after unit, process after process: global process q
+    (unit u owns processes unit_proc[u] .. unit_proc[u+1]-1, its n = their count)
+    has `length[q]` rows, its lseq 1, 2, ... in order, and unit u owns rows
+    unit_row[u] .. unit_row[u+1]-1 (unit_row[u] = the first row of its first
+    process). send_event: for a receive, the row of its send (in the same unit),
+    -1 elsewhere. out_rows: the rows wanted, ascending; only the units they fall
+    in are computed, each over all its rows (a row's clocks need its causal past).
+    A unit with a causal cycle gets ok False (its clocks are meaningless); run
+    `group_clocks` on it for a witness.
+    """
+    unit_row = unit_row.astype(np.int64)
+    unit_proc = unit_proc.astype(np.int64)
+    length = length.astype(np.int64)
+    start = np.zeros(len(length), dtype=np.int64)
+    np.cumsum(length[:-1], out=start[1:])
+    if len(unit_row) > 1 and not np.array_equal(start[unit_proc[:-1]], unit_row[:-1]):
+        raise GroupShapeError("unit_row does not match the processes' rows (unit_proc, length)")
+    out_rows = out_rows.astype(np.int64)
+    if len(out_rows) and (
+        np.any(np.diff(out_rows) <= 0) or out_rows[0] < 0 or out_rows[-1] >= unit_row[-1]
+    ):
+        raise GroupShapeError("out_rows must be distinct rows of the units, ascending")
+    vc, offsets, lamport, ok = _units_clocks(
+        unit_row, unit_proc, start, length, send_event.astype(np.int64), out_rows
+    )
+    return UnitsClocks(vc, offsets, lamport, ok)
 
 
 def units_clocks(
@@ -362,27 +410,20 @@ def units_clocks(
     lseq: np.ndarray,
     send_event: np.ndarray,
 ) -> UnitsClocks:
-    """Clocks of many independent units (whole components) in one call, without seeds.
+    """Clocks of every row of many independent units (whole components), without seeds.
 
     Units are consecutive: unit u is rows unit_row[u] .. unit_row[u+1]-1 and
     processes unit_proc[u] .. unit_proc[u+1]-1 (its n = their count). proc: the
     global process (unit_proc[u] + pidx) of each row, rows sorted by (proc,
-    lseq); lseq consecutive per process. send_event: for a receive, the row of
-    its send (in the same unit), -1 elsewhere. A unit with a causal cycle gets
-    ok False (its clocks are meaningless); run `group_clocks` on it for a witness.
+    lseq); lseq 1..N_p per process. send_event: for a receive, the row of its
+    send (in the same unit), -1 elsewhere. See `units_clocks_at`.
     """
     processes = int(unit_proc[-1])
-    start, first_lseq = group_layout(proc, lseq, processes)
+    _, first_lseq = group_layout(proc, lseq, processes)
+    if np.any(first_lseq != 1):
+        raise GroupShapeError("a whole unit's processes start at lseq 1")
     length = np.bincount(proc, minlength=processes).astype(np.int64)
-    vc, offsets, lamport, ok = _units_clocks(
-        unit_row.astype(np.int64),
-        unit_proc.astype(np.int64),
-        start,
-        length,
-        first_lseq,
-        send_event.astype(np.int64),
-    )
-    return UnitsClocks(vc, offsets, lamport, ok)
+    return units_clocks_at(unit_row, unit_proc, length, send_event, np.arange(len(proc)))
 
 
 def vector_clocks(

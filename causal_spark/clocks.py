@@ -9,9 +9,13 @@ from the s-th time step of the component on), else by equal shares of each
 process's events. Slab borders only decide how much crosses them (cost),
 never the result.
 
-- **Per-trace engine** (n_slabs = 1): one grouped Arrow UDF per component runs
-  the compiled kernel of `causal_spark.clock_kernel` over all its events and
-  builds the output from flat buffers.
+- **Per-trace engine** (n_slabs = 1): a grouped Arrow UDF runs the compiled
+  kernel of `causal_spark.clock_kernel` over whole components (many per group)
+  and builds the output from flat buffers. A component larger than
+  `slab_events` is written by up to `output_parts` groups: each gets an equal
+  lseq share of every process's events and all the component's receive links,
+  runs the kernel over the whole component and returns its share (the kernel is
+  cheap next to converting and writing the vectors, which this spreads).
 - **Distributed engine** (n_slabs > 1), for a component too large for one task:
   1. every slab runs the kernel *symbolically*, seeded with "the last event of
      p before the slab" and "the send of each message arriving from another
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +62,7 @@ from causal_spark.clock_kernel import (
     Seeds,
     group_clocks,
     group_layout,
-    units_clocks,
+    units_clocks_at,
 )
 from causal_spark.config import ClockSettings
 from causal_spark.graphs import COMPONENT, checkpoint, connected_components
@@ -85,7 +90,8 @@ BOUNDS = "bounds"
 T_MIN = "__t_min"
 T_MAX = "__t_max"
 CYCLE = "cycle"
-BATCH = "batch"
+PART = "part"
+GROUP_KEY = "group_key"
 UNIT = [C.TRACE_ID, COMPONENT]
 GROUP = [C.TRACE_ID, COMPONENT, SLAB]
 
@@ -288,6 +294,7 @@ def _receive_links(messages: DataFrame, info: DataFrame) -> DataFrame:
             _slab_of(F.col(PEER_LSEQ), F.col("__send_bounds")).alias(PEER_SLAB),
             C.MSG_ID,
             N_SLABS,
+            UNIT_EVENTS,
         )
     )
 
@@ -516,11 +523,14 @@ def _unit_keys(table: pa.Table) -> pa.Array:
 
 
 def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
-    """Per-trace engine: exact clocks of every unit (whole component) in a batch of them.
+    """Per-trace engine: exact clocks of the events of a batch of units (whole components).
 
-    The batch is sorted once and laid out as one array of rows; the kernel then runs
-    unit after unit in one compiled call, so a small trace costs microseconds, not a
-    Python group of its own. A unit with a causal cycle gets null clocks.
+    `events` are some events of each unit, with its n and every process's event count;
+    `links` are *all* the receive links of those units (a unit split into output parts
+    sends its links to every part). The kernel runs over every row of each unit, laid
+    out from the counts, unit after unit in one compiled call (a small trace costs
+    microseconds, not a Python group of its own); only the given events are returned.
+    A unit with a causal cycle gets null clocks.
     """
     out_names = [f.name for f in _events_output_schema().fields]
     keep = [name for name in out_names if name not in (C.LAMPORT, C.VC)]
@@ -539,31 +549,46 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
         first_of_unit[1:] = pc.not_equal(keys.slice(1), keys.slice(0, rows - 1)).to_numpy(
             zero_copy_only=False
         )
-    unit_row = np.append(np.flatnonzero(first_of_unit), rows).astype(np.int64)
+    firsts = np.flatnonzero(first_of_unit)
     unit_of_row = np.cumsum(first_of_unit) - 1
-    unit_n = _int_column(events, N_PROCS)[unit_row[:-1]]
+    unit_n = _int_column(events, N_PROCS)[firsts]
     unit_proc = np.zeros(len(unit_n) + 1, dtype=np.int64)
     np.cumsum(unit_n, out=unit_proc[1:])
     proc = unit_proc[unit_of_row] + _int_column(events, C.PIDX)
     lseq = _int_column(events, C.LSEQ)
-    start, first_lseq = group_layout(proc, lseq, int(unit_proc[-1]))
-    length = np.bincount(proc, minlength=int(unit_proc[-1]))
-    # every receive link points at its receive's row and its send's row (same unit)
-    unit_of_link = pc.index_in(_unit_keys(links), value_set=keys.take(pa.array(unit_row[:-1])))
-    if unit_of_link.null_count:
-        raise ValueError("a receive link names a unit that has no events in its batch")
-    link_unit = unit_of_link.to_numpy(zero_copy_only=False).astype(np.int64)
-
-    def row_of(pidx: str, at: str) -> np.ndarray:
-        p = unit_proc[link_unit] + _int_column(links, pidx)
-        row: np.ndarray = start[p] + _int_column(links, at) - first_lseq[p]
-        if np.any((row < start[p]) | (row >= start[p] + length[p])):
-            raise ValueError("a receive link names an event that is not in its unit")
-        return row
-
-    send_event = np.full(rows, -1, dtype=np.int64)
-    send_event[row_of(C.PIDX, C.LSEQ)] = row_of(PEER_PIDX, PEER_LSEQ)
-    found = units_clocks(unit_row, unit_proc, proc, lseq, send_event)
+    # links of units with no event here (a part that got none of a small process) are unused
+    unit_of_link = pc.index_in(_unit_keys(links), value_set=keys.take(pa.array(firsts)))
+    used = pc.is_valid(unit_of_link)
+    links = links.filter(used)
+    link_unit = unit_of_link.filter(used).to_numpy(zero_copy_only=False).astype(np.int64)
+    recv_proc = unit_proc[link_unit] + _int_column(links, C.PIDX)
+    send_proc = unit_proc[link_unit] + _int_column(links, PEER_PIDX)
+    recv_lseq = _int_column(links, C.LSEQ)
+    send_lseq = _int_column(links, PEER_LSEQ)
+    # rows: every event of every process up to the last one an event or a link names (a
+    # process none of whose events is here gets rows up to its last send a link names)
+    length = np.zeros(int(unit_proc[-1]), dtype=np.int64)
+    np.maximum.at(length, proc, _int_column(events, PROC_EVENTS))
+    for linked, at in ((recv_proc, recv_lseq), (send_proc, send_lseq)):
+        if np.any((length[linked] > 0) & (at > length[linked])):
+            raise ValueError("a receive link names an event beyond its process's event count")
+    np.maximum.at(length, recv_proc, recv_lseq)
+    np.maximum.at(length, send_proc, send_lseq)
+    start = np.zeros(len(length), dtype=np.int64)
+    np.cumsum(length[:-1], out=start[1:])
+    if rows > 1 and np.any((np.diff(proc) == 0) & (np.diff(lseq) <= 0)):
+        raise ValueError("two events of a batch have the same (trace, component, pidx, lseq)")
+    if np.any(lseq < 1) or np.any(recv_lseq < 1) or np.any(send_lseq < 1):
+        raise ValueError("an event or a receive link has an lseq below 1")
+    send_event = np.full(int(length.sum()), -1, dtype=np.int64)
+    send_event[start[recv_proc] + recv_lseq - 1] = start[send_proc] + send_lseq - 1
+    found = units_clocks_at(
+        np.append(start[unit_proc[:-1]], len(send_event)),
+        unit_proc,
+        length,
+        send_event,
+        start[proc] + lseq - 1,
+    )
     valid = found.ok[unit_of_row]
     return (
         events.select(keep)
@@ -858,7 +883,13 @@ def with_clocks(
     batches = _n_batches(
         events.sparkSession, settings, shape["whole_events"] or 0, shape["whole_units"]
     )
-    whole = _batch_pass(keyed.where(~split), receives.where(~split), batches)
+    whole = _batch_pass(
+        keyed.where(~split),
+        receives.where(~split),
+        batches,
+        settings.slab_events,
+        settings.output_parts,
+    )
     if (shape[N_SLABS] or 1) == 1:
         return ClockResult(whole, info, component_rounds, 1)
 
@@ -931,20 +962,79 @@ def _n_batches(spark: SparkSession, settings: ClockSettings, events: int, units:
     """Groups for the whole (unsplit) units: about `slab_events` events each, and at least
     one per shuffle partition (while there are units) so every core gets some."""
     wanted = max(1, math.ceil(events / settings.slab_events))
+    return max(wanted, min(_shuffle_partitions(spark), units))
+
+
+def _output_parts(part_events: int, max_parts: int) -> Column:
+    """Output parts of a whole unit: one per `part_events` events, at most `max_parts`."""
+    wanted = F.ceil(F.col(UNIT_EVENTS) / F.lit(part_events))
+    return F.least(F.greatest(F.lit(1), wanted), F.lit(max(1, max_parts))).cast("int")
+
+
+def _shuffle_partitions(spark: SparkSession) -> int:
     partitions = spark.conf.get("spark.sql.shuffle.partitions") or "1"
-    parallel = int(partitions) if partitions.isdigit() else 1
-    return max(wanted, min(parallel, units))
+    return int(partitions) if partitions.isdigit() else 1
 
 
-def _batch_pass(keyed: DataFrame, receives: DataFrame, batches: int) -> DataFrame:
-    """Per-trace engine: whole units, many per group (hash of the unit into `batches`)."""
-    batch = F.pmod(F.xxhash64(C.TRACE_ID, COMPONENT), F.lit(batches)).cast("int").alias(BATCH)
+def _group_keys(spark: SparkSession, batches: int, parts: int) -> list[int]:
+    """Grouping keys of the groups (batch b, part k), at index b * parts + k.
+
+    Spark places a group in the shuffle partition its key hashes to, so two parts of one
+    large unit would share a partition (and a core) as often as hashes collide. The key of
+    group (b, k) is instead a distinct int that Spark's own hash partitioning sends to
+    partition (b + k) mod partitions: the parts of a unit, and the first `partitions`
+    batches, get different partitions. Found by hashing a range of ints with Spark's
+    `hash` (the function its hash partitioning uses), a few hundred rows.
+    """
+    partitions = _shuffle_partitions(spark)
+    wanted = [(b + k) % partitions for b in range(batches) for k in range(parts)]
+    need = Counter(wanted)
+    found: dict[int, list[int]] = defaultdict(list)
+    low, span = 0, max(64, 4 * len(wanted))
+    while any(len(found[p]) < count for p, count in need.items()):
+        key = F.col("id").cast("int")
+        probe = spark.range(low, low + span).select(
+            key.alias("key"), F.pmod(F.hash(key), F.lit(partitions)).alias("partition")
+        )
+        for row in probe.collect():
+            found[row["partition"]].append(row["key"])
+        low, span = low + span, span * 2
+    taken: Counter[int] = Counter()
+    keys = []
+    for p in wanted:
+        keys.append(found[p][taken[p]])
+        taken[p] += 1
+    return keys
+
+
+def _batch_pass(
+    keyed: DataFrame, receives: DataFrame, batches: int, part_events: int, max_parts: int
+) -> DataFrame:
+    """Per-trace engine: whole units, many per group (hash of the unit into `batches`).
+
+    A unit larger than `part_events` has its output split into parts (equal lseq shares of
+    every process): each part's group gets its share of the events and all the unit's
+    links, runs the kernel over the whole unit and returns its share, so one large trace
+    converts and writes its vectors on several cores instead of one.
+    """
+    max_parts = max(1, max_parts)
+    keys = _group_keys(keyed.sparkSession, batches, max_parts)
+    batch = F.pmod(F.xxhash64(C.TRACE_ID, COMPONENT), F.lit(batches)).cast("int")
+    parts = _output_parts(part_events, max_parts)
+
+    def group(part: Column) -> Column:
+        index = batch * max_parts + part + 1
+        return F.element_at(F.array(*[F.lit(k) for k in keys]), index).alias(GROUP_KEY)
+
+    share = F.floor((F.col(C.LSEQ) - 1) * parts / F.col(PROC_EVENTS)).cast("int")
     body = [f.name for f in _events_output_schema().fields if f.name not in (C.LAMPORT, C.VC)]
-    unit_events = keyed.select(batch, *body, COMPONENT, N_PROCS)
-    links = receives.select(batch, C.TRACE_ID, COMPONENT, C.PIDX, C.LSEQ, PEER_PIDX, PEER_LSEQ)
+    unit_events = keyed.select(group(share), *body, COMPONENT, N_PROCS, PROC_EVENTS)
+    links = receives.withColumn(PART, F.explode(F.sequence(F.lit(0), parts - 1))).select(
+        group(F.col(PART)), C.TRACE_ID, COMPONENT, C.PIDX, C.LSEQ, PEER_PIDX, PEER_LSEQ
+    )
     return (
-        unit_events.groupBy(BATCH)
-        .cogroup(links.groupBy(BATCH))
+        unit_events.groupBy(GROUP_KEY)
+        .cogroup(links.groupBy(GROUP_KEY))
         .applyInArrow(_batch_clocks, _events_output_schema())
     )
 

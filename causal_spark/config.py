@@ -61,6 +61,9 @@ class ClockSettings:
     graph_backend: GraphBackend = "auto"
     checkpoint_interval: int = 2
     matrix: bool = False
+    # per-trace engine: a component larger than slab_events writes its events from up to
+    # this many tasks, each running the kernel over the whole component (about the cores)
+    output_parts: int = 2
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,7 @@ def _clock_settings(raw: Mapping[str, Any]) -> ClockSettings:
             "clocks", raw, "checkpoint_interval", defaults.checkpoint_interval
         ),
         matrix=matrix,
+        output_parts=_positive_int("clocks", raw, "output_parts", defaults.output_parts),
     )
 
 

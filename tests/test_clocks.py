@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import networkx as nx
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from chispa import assert_df_equality
 from hypothesis import given, settings
@@ -15,8 +17,9 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from causal_spark import tables
 from causal_spark.clock_kernel import CausalCycleError, units_clocks, vector_clocks
-from causal_spark.clocks import trace_clock_status, with_clocks
+from causal_spark.clocks import _batch_clocks, _group_keys, trace_clock_status, with_clocks
 from causal_spark.config import ClockSettings
 from causal_spark.graphs import connected_components
 from tests.conftest import SAMPLES
@@ -358,3 +361,120 @@ def test_units_in_one_call_equal_one_call_per_unit(seed: int) -> None:
         assert [found.lamport[r] for r in rows] == lamport.tolist()
         got = [found.vc[found.offsets[r] : found.offsets[r + 1]].tolist() for r in rows]
         assert got == vc.tolist()
+
+
+def _batch_tables(traces: list[Trace]) -> tuple[pa.Table, pa.Table]:
+    """The per-trace engine's UDF inputs for whole single-component traces."""
+    body = [f for f in tables.arrow_schema(tables.EVENTS) if f.name not in ("lamport", "vc")]
+    events_schema = pa.schema(
+        [*body, ("component", pa.int32()), ("n_processes", pa.int32()), ("proc_events", pa.int64())]
+    )
+    links_schema = pa.schema(
+        [("trace_id", pa.string()), ("component", pa.int32()), ("pidx", pa.int32()),
+         ("lseq", pa.int64()), ("peer_pidx", pa.int32()), ("peer_lseq", pa.int64())]
+    )  # fmt: skip
+    rows, links = [], []
+    for t in traces:
+        n = max(e["pidx"] for e in t.events) + 1
+        counts = Counter(e["pidx"] for e in t.events)
+        for e in t.events:
+            rows.append({**e, "component": 0, "n_processes": n, "proc_events": counts[e["pidx"]]})
+        links += [
+            {"trace_id": t.trace_id, "component": 0, "pidx": m["dst_pidx"],
+             "lseq": m["recv_lseq"], "peer_pidx": m["src_pidx"], "peer_lseq": m["send_lseq"]}
+            for m in t.messages
+            if m["status"] == "delivered"
+        ]  # fmt: skip
+    return (
+        pa.Table.from_pylist(rows, schema=events_schema),
+        pa.Table.from_pylist(links, schema=links_schema),
+    )
+
+
+def _cyclic_trace() -> Trace:
+    """a receives m1 before sending m2; b receives m2 before sending m1."""
+    trace = Trace("cyclic", ["a", "b"])
+    for p, pidx in (("a", 0), ("b", 1)):
+        for lseq, kind in ((1, "receive"), (2, "send")):
+            trace.events.append(
+                {"trace_id": "cyclic", "process": p, "pidx": pidx, "lseq": lseq, "kind": kind,
+                 "ts": None, "label": None, "n_msgs": int(kind == "send"), "seq": lseq,
+                 "source": "t", "line": 1, "lamport": None, "vc": None}
+            )  # fmt: skip
+    for msg, src, dst in (("m1", 1, 0), ("m2", 0, 1)):
+        trace.messages.append(
+            {"msg_id": msg, "src_pidx": src, "dst_pidx": dst, "send_lseq": 2, "recv_lseq": 1,
+             "status": "delivered"}
+        )  # fmt: skip
+    return trace
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5], ids=["2-parts", "3-parts", "5-parts"])
+def test_output_parts_return_the_whole_units_rows(parts: int) -> None:
+    """Each output part gets an lseq share of every process and all the links (some parts
+    miss a process's events entirely); together they return exactly the rows of one call
+    over the whole units, a cyclic unit's nulls included."""
+    rng = random.Random(parts)
+    traces = [random_trace(rng, f"s{i}", rng.randint(2, 6), rng.randint(5, 80)) for i in range(8)]
+    traces = [t for t in traces if t.events] + [_cyclic_trace()]
+    events, links = _batch_tables(traces)
+    lseq = events.column("lseq").to_numpy()
+    share = (lseq - 1) * parts // events.column("proc_events").to_numpy()
+    split = pa.concat_tables(
+        _batch_clocks(events.filter(pa.array(share == k)), links) for k in range(parts)
+    )
+    whole = _batch_clocks(events, links)
+    key = [("trace_id", "ascending"), ("pidx", "ascending"), ("lseq", "ascending")]
+    assert split.sort_by(key).to_pylist() == whole.sort_by(key).to_pylist()
+    assert len(whole) == len(events)
+    cyclic = whole.filter(pc.equal(whole.column("trace_id"), "cyclic"))
+    assert cyclic.column("vc").null_count == len(cyclic) == 4
+    # some part lacks every event of some process, so its layout comes from the links
+    present = {
+        (r["trace_id"], r["pidx"], k)
+        for k in range(parts)
+        for r in events.filter(pa.array(share == k)).select(["trace_id", "pidx"]).to_pylist()
+    }
+    assert any(
+        (t.trace_id, e["pidx"], k) not in present
+        for t in traces
+        for e in t.events
+        for k in range(parts)
+    )
+
+
+@pytest.mark.parametrize("parts", [2, 3], ids=["2-parts", "3-parts"])
+def test_split_output_gives_identical_tables(
+    samples: tuple[DataFrame, DataFrame],
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    parts: int,
+) -> None:
+    """Components above slab_events (here nearly all) are written by up to `parts` groups;
+    the events table equals the one-group-per-component table, INVALID components too."""
+    _, events, messages = random_set
+    events = events.unionByName(samples[0])
+    messages = messages.unionByName(samples[1])
+    whole = with_clocks(events, messages, ClockSettings(engine="per_trace", output_parts=1))
+    split = with_clocks(
+        events, messages, ClockSettings(engine="per_trace", slab_events=7, output_parts=parts)
+    )
+    assert_df_equality(whole.events, split.events, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_group_keys_put_the_parts_of_a_unit_in_distinct_partitions(spark: SparkSession) -> None:
+    """Group (batch b, part k) lands in shuffle partition (b + k) mod partitions, by Spark's
+    own hash partitioning of the key (what a cogroup's exchange does)."""
+    batches, parts = 6, 3
+    keys = _group_keys(spark, batches, parts)
+    assert len(set(keys)) == len(keys) == batches * parts
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "1")
+    placed = (
+        spark.createDataFrame([(k,) for k in keys], "key int")
+        .repartition(partitions, "key")
+        .select("key", F.spark_partition_id().alias("partition"))
+        .collect()
+    )
+    where = {r["key"]: r["partition"] for r in placed}
+    for b in range(batches):
+        for k in range(parts):
+            assert where[keys[b * parts + k]] == (b + k) % partitions, (b, k)
