@@ -298,6 +298,8 @@ def main() -> int:
     parser.add_argument("--repeat-budget", type=float, default=60.0,
                         help="no further repeat once a measurement has taken this long")  # fmt: skip
     parser.add_argument("--no-spark", action="store_true", help="engine (and profile) only")
+    parser.add_argument("--conf", default=None,
+                        help="YAML profile (default: the embedded local profile)")  # fmt: skip
     args = parser.parse_args()
 
     global JSON, RESULTS_MD
@@ -308,7 +310,7 @@ def main() -> int:
     if args.only:
         wanted = set(args.only.split(","))
         selected = [c for c in [*selected, *EXTRA_CASES] if c.name in wanted]
-    config = load_config()  # the embedded local profile, as users run it
+    config = load_config(args.conf)  # default: the embedded local profile, as users run it
     names = tuple(args.protocols.split(",")) if args.protocols else config.replay.protocols
     unknown = [n for n in names if n not in PROTOCOLS]
     if unknown:
