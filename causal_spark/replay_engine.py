@@ -176,9 +176,14 @@ def build_trace(
             recv_time.append(None)
         return found
 
+    # plain lists: indexing NumPy scalars row by row costs several times more
+    pidx_of, lseq_of, lamport_of, peer_of = (
+        np.asarray(column).tolist() for column in (pidx, lseq, lamport, peer)
+    )
+    time_of = time.tolist()
     for row in order.tolist():
-        p = int(pidx[row])
-        q = int(lseq[row])
+        p = pidx_of[row]
+        q = lseq_of[row]
         code = KIND_CODES.get(kind[row])
         if code is None or not 0 <= p < n:
             raise TraceShapeError(
@@ -193,8 +198,8 @@ def build_trace(
                 )
             kinds[p].append(code)
             lseqs[p].append(q)
-            lamports[p].append(int(lamport[row]))
-            times[p].append(float(time[row]))
+            lamports[p].append(lamport_of[row])
+            times[p].append(time_of[row])
             copies[p].append([])
             takes[p].append(-1)
         elif code != SEND or kinds[p][-1] != SEND:
@@ -207,16 +212,16 @@ def build_trace(
         m = message(mid)
         if code == SEND:
             src[m] = p
-            dst[m] = int(peer[row])
+            dst[m] = peer_of[row]
             send_lseq[m] = q
-            send_time[m] = float(time[row])
+            send_time[m] = time_of[row]
             copies[p][-1].append(m)
         else:
             if send_lseq[m] < 0:
-                src[m] = int(peer[row]) if int(peer[row]) >= 0 else EXTERNAL
+                src[m] = peer_of[row] if peer_of[row] >= 0 else EXTERNAL
             dst[m] = p
             recv_lseq[m] = q
-            recv_time[m] = float(time[row])
+            recv_time[m] = time_of[row]
             takes[p][-1] = m
     all_times = [t for per in times for t in per]
     start = min(all_times) if all_times else 0.0
