@@ -10,7 +10,8 @@ built once with Arrow (set-up, not measured). Then, in the same process:
 - `spark per-trace` / `spark distributed`: the real `clocks` job (Delta in, Delta
   out: events with clocks and trace_clocks), engine forced in the config; the
   per-trace engine keeps the profile's slab_events (the size of its batches of
-  traces), the distributed engine cuts the trace into 8 slabs;
+  traces) and output_parts (a trace above slab_events is written by that many
+  tasks), the distributed engine cuts the trace into 8 slabs;
 - `baseline`: one process reads the same two tables with delta-rs/pyarrow, runs
   the single-core compiled reference kernel and writes the same events table
   with delta-rs: what a user without Spark would do;
@@ -356,6 +357,9 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="10^5 events only")
     parser.add_argument("--only", default=None, help="comma-separated case names to run")
+    parser.add_argument(
+        "--no-distributed", action="store_true", help="skip the distributed engine's runs"
+    )
     args = parser.parse_args()
 
     grid = [(100_000, 64)] if args.quick else [
@@ -422,7 +426,7 @@ def main() -> int:
         # copies of the matrix, and the distributed engine's first pass a dense (slab events x
         # entries) distance matrix per task
         fits = events * processes <= 2_000_000_000
-        if traces == 1 and fits:
+        if traces == 1 and fits and not args.no_distributed:
             record(case, "spark distributed", events, processes, traces,
                    spark_clocks("distributed", max(1, per_group // 8)), repeats, tree=True)  # fmt: skip
         if fits:
