@@ -25,17 +25,14 @@ from causal_spark.replay import ReplayRequest, program_rows, replay_protocols
 from causal_spark.replay_engine import replay
 from tests.conftest import read_delta
 from tests.random_traces import frames, random_trace
-from tests.replay_traces import engine_trace, recorded_lamport, with_random_times, worked
+from tests.replay_traces import (
+    WORKED,
+    engine_trace,
+    recorded_lamport,
+    with_random_times,
+    worked,
+)
 
-ENGINE_CHECKED = [
-    "overtaken_by_chain",
-    "overlapping_crowns",
-    "fifo_violation",
-    "sync_deadlock",
-    "causal_chat",
-    "nested_crowns",
-    "selective_xy",
-]
 FIGURES = ["app_messages", "control_messages", "piggyback_ints_total", "held_back", "makespan"]
 
 
@@ -61,7 +58,7 @@ def test_protocol_runs_hold_one_row_per_trace_and_protocol_as_the_engine_compute
     runs = _table(spark, audited, tables.PROTOCOL_RUNS)
     assert runs.count() == 9 * len(PROTOCOLS)
     expected = []
-    for name in ENGINE_CHECKED:
+    for name in WORKED:
         trace = worked(name)
         for proto, cls in PROTOCOLS.items():
             result = replay(trace, cls)
@@ -69,7 +66,7 @@ def test_protocol_runs_hold_one_row_per_trace_and_protocol_as_the_engine_compute
                 (name, proto, result.status, result.verified, *[result.figures[f] for f in FIGURES])
             )
     columns = ["trace_id", "protocol", "status", "verified", *FIGURES]
-    got = runs.where(F.col("trace_id").isin(ENGINE_CHECKED)).select(
+    got = runs.where(F.col("trace_id").isin(list(WORKED))).select(
         *[F.col(c).cast("double") if c in FIGURES else F.col(c) for c in columns]
     )
     want = spark.createDataFrame(

@@ -25,6 +25,7 @@ from causal_spark.replay_engine import (
 )
 from tests.random_traces import random_trace
 from tests.replay_traces import (
+    WORKED,
     engine_trace,
     from_rows,
     random_broadcasts,
@@ -35,15 +36,6 @@ from tests.replay_traces import (
     worked,
 )
 
-WORKED = [
-    "overtaken_by_chain",
-    "overlapping_crowns",
-    "fifo_violation",
-    "sync_deadlock",
-    "causal_chat",
-    "nested_crowns",
-    "selective_xy",
-]
 CAUSAL = [name for name, cls in PROTOCOLS.items() if cls.causal]
 TOTAL = [name for name, cls in PROTOCOLS.items() if cls.total_order]
 
