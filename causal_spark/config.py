@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import yaml
 
+from causal_spark.protocols import PROTOCOLS
+
 SinkFormat = Literal["auto", "deltalake", "delta-spark"]
 _SINK_FORMATS: tuple[str, ...] = ("auto", "deltalake", "delta-spark")
 DEFAULT_PROFILE = "local"
@@ -82,9 +84,7 @@ class DetectSettings:
     crown_graph_backend: CrownGraphBackend = "auto"
 
 
-ALL_PROTOCOLS: tuple[str, ...] = (
-    "none", "fifo", "bss", "ses", "rst", "mf", "sa", "sync", "sequencer", "lamport_total", "skeen",
-)
+ALL_PROTOCOLS: tuple[str, ...] = tuple(PROTOCOLS)
 _RECEIVE_MODES: tuple[str, ...] = ("nonselective", "selective")
 
 

@@ -211,15 +211,10 @@ def _port_edges(
             want = reach[c, q]
             if want == _INF32:
                 continue
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if q_lseq[mid] >= want:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            if lo < q_start[q + 1] and q_node[lo] != a:
+            first = K._first_at_least(q_lseq[lo:hi], hi - lo, want)
+            if first >= 0 and q_node[lo + first] != a:
                 src[used] = a
-                dst[used] = q_node[lo]
+                dst[used] = q_node[lo + first]
                 used += 1
     for q in range(n_q):
         for i in range(q_start[q], q_start[q + 1] - 1):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,3 +24,15 @@ def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any] | str]) -> Path:
 def ingest_paths(spark: SparkSession, paths: Sequence[Path | str]) -> Ingested:
     inputs = discover_inputs([str(p) for p in paths], IngestSettings())
     return build_tables(classify_rows(read_raw_rows(spark, inputs)))
+
+
+def spark_jobs(spark: SparkSession, run: Callable[[], Any]) -> int:
+    """How many Spark jobs `run()` starts (counted through a job group)."""
+    tracker = spark.sparkContext.statusTracker()
+    group = f"count-{random.random()}"
+    spark.sparkContext.setJobGroup(group, "counting rounds")
+    try:
+        run()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return len(tracker.getJobIdsForGroup(group))

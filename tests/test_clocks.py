@@ -23,7 +23,7 @@ from causal_spark.clocks import _batch_clocks, _group_keys, trace_clock_status, 
 from causal_spark.config import ClockSettings
 from causal_spark.graphs import connected_components
 from tests.conftest import SAMPLES
-from tests.helpers import ingest_paths
+from tests.helpers import ingest_paths, spark_jobs
 from tests.random_traces import Trace, brute_clocks, frames, random_trace
 
 ENGINES = {
@@ -173,17 +173,6 @@ def ping_pong(trace_id: str, messages: int) -> Trace:
     return trace
 
 
-def _spark_jobs(spark: SparkSession, run: Any) -> int:
-    tracker = spark.sparkContext.statusTracker()
-    group = f"count-{random.random()}"
-    spark.sparkContext.setJobGroup(group, "counting rounds")
-    try:
-        run()
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    return len(tracker.getJobIdsForGroup(group))
-
-
 def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSession) -> None:
     """A ping-pong 10x longer (so 10x more slabs, each chain crossing every slab) costs the
     same number of Spark jobs, and its clocks are the closed form: the i-th event on a
@@ -210,7 +199,7 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
             holder["result"] = with_clocks(events, messages, settings)
             holder["rows"] = holder["result"].events.collect()
 
-        jobs[length] = _spark_jobs(spark, run)
+        jobs[length] = spark_jobs(spark, run)
         assert holder["result"].clock_passes == 3
         slabs = holder["result"].plan.agg(F.max("n_slabs")).first()[0]
         assert slabs == 2 * length // 50

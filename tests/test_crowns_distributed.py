@@ -36,6 +36,7 @@ from causal_spark.clocks import trace_clock_status, with_clocks
 from causal_spark.config import ClockSettings, DetectSettings
 from causal_spark.graphs import GraphFramesUnavailable, graphframes_available
 from tests.conftest import read_delta
+from tests.helpers import spark_jobs
 from tests.random_traces import Trace, frames, random_trace
 from tests.reference_order import happened_before_sets
 from tests.test_anomalies import brute_findings, is_crown
@@ -316,17 +317,6 @@ def crown_chain(trace_id: str, hops: int) -> Trace:
     return trace
 
 
-def _spark_jobs(spark: SparkSession, run: Any) -> int:
-    tracker = spark.sparkContext.statusTracker()
-    group = f"count-{random.random()}"
-    spark.sparkContext.setJobGroup(group, "counting rounds")
-    try:
-        run()
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    return len(tracker.getJobIdsForGroup(group))
-
-
 def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSession) -> None:
     """A chain 10x longer (10x more slabs, the one component crossing all of them) costs the
     same number of Spark jobs; the component is found whole, with a shortest witness."""
@@ -346,7 +336,7 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
     solve(20)  # warm-up: Numba compilation, Python workers
     for hops in (200, 2000):
         holder: dict[int, Any] = {}
-        jobs[hops] = _spark_jobs(spark, lambda h=hops, out=holder: out.update({h: solve(h)}))
+        jobs[hops] = spark_jobs(spark, lambda h=hops, out=holder: out.update({h: solve(h)}))
         crowns, members = holder[hops]
         assert len(crowns) == 1 and crowns[0].scc_size == hops + 1 == len(members)
         # x with any hop is a crown of two (s(x) -> r(h) and s(h) -> r(x)), and no 2-cycle

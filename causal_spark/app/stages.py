@@ -132,10 +132,14 @@ def replay_stage(request: ReplayRequest) -> Stage:
             replayed = replay_protocols(programs, request)
             runs = context.stage(tables.PROTOCOL_RUNS, replayed.runs)
             context.stage(tables.DELIVERIES, replayed.deliveries)
-        per_status = runs.groupBy("status").count().collect()
-        for row in per_status:
-            context.counts[f"replay_{row['status']}"] = int(row["count"])
-        context.counts["replay_unverified"] = runs.where(F.col("verified") == F.lit(False)).count()
+        per_status = runs.groupBy("status").agg(
+            F.count("*").alias("runs"),
+            F.count(F.when(F.col("verified") == F.lit(False), True)).alias("unverified"),
+        )
+        context.counts["replay_unverified"] = 0
+        for row in per_status.collect():
+            context.counts[f"replay_{row['status']}"] = int(row["runs"])
+            context.counts["replay_unverified"] += int(row["unverified"])
 
     return run
 
