@@ -43,12 +43,15 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from causal_spark.anomaly_kernel import overtaking
 from causal_spark.clock_kernel import vector_clocks
-from causal_spark.protocols.base import Protocol
+
+if TYPE_CHECKING:
+    from causal_spark.protocols.base import Protocol
 
 SEND, RECEIVE, INTERNAL = 0, 1, 2
 KIND_CODES: Mapping[str, int] = {"send": SEND, "receive": RECEIVE, "internal": INTERNAL}
@@ -106,6 +109,9 @@ class ReplayTrace:
     timebase: str
     channel_latency: dict[tuple[int, int], float] = field(default_factory=dict)
     trace_latency: float | None = None
+    # the arguments it was built from after trace_id (names, pidx, ..., peer): the
+    # compiled engine (`replay_loop.layout`) lays out the same rows
+    source_rows: tuple[object, ...] = ()
 
     @property
     def n(self) -> int:
@@ -281,25 +287,37 @@ def build_trace(
         timebase="ts" if use_ts else "lamport",
         channel_latency=channel,
         trace_latency=float(np.median(every)) if every else None,
+        source_rows=(list(names), pidx, lseq, kind, ts, lamport, msg_id, peer),
     )
+
+
+# a per-message column of a Run: a list from this engine, an array from the compiled one
+FloatColumn = Sequence[float | None] | np.ndarray
+IntColumn = Sequence[int | None] | np.ndarray
+BoolColumn = Sequence[bool | None] | np.ndarray
 
 
 @dataclass
 class Run:
-    """The result of one protocol over one trace (one `protocol_runs` row and its deliveries)."""
+    """The result of one protocol over one trace (one `protocol_runs` row and its deliveries).
+
+    The per-message columns are lists with None from this engine, and arrays from
+    the compiled one (`replay_loop`): NaN for a missing time, -1 for a missing
+    receive or piggyback, 1.0 / 0.0 / NaN for held_back.
+    """
 
     status: str
     reason: str | None
     verified: bool | None
     figures: dict[str, float | int | None]
-    send_time: list[float | None]
-    post_time: list[float | None]
-    arrival_time: list[float | None]
-    delivery_time: list[float | None]
-    take_time: list[float | None]
-    taken_by: list[int]
-    piggyback: list[int | None]
-    held_back: list[bool | None]
+    send_time: FloatColumn
+    post_time: FloatColumn
+    arrival_time: FloatColumn
+    delivery_time: FloatColumn
+    take_time: FloatColumn
+    taken_by: IntColumn
+    piggyback: IntColumn
+    held_back: BoolColumn
 
 
 class Engine:

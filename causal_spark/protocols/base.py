@@ -52,12 +52,7 @@ class Protocol:
 
     def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:
         self.engine = engine
-        unknown = sorted(set(params) - set(self.params))
-        if unknown:
-            raise ProtocolParamError(
-                f"protocol '{self.name}' has no parameter(s) {unknown}; "
-                f"it takes {sorted(self.params) or 'none'}"
-            )
+        check_params(type(self), params)
 
     def not_applicable(self) -> str | None:
         """Why this protocol cannot run the trace, or None when it can."""
@@ -89,6 +84,16 @@ class Protocol:
     def sender_delay(self, post_minus_send: float) -> float:
         """Total sender-side delay; by default post - send summed over the copies."""
         return post_minus_send
+
+
+def check_params(cls: type[Protocol], params: Mapping[str, str]) -> None:
+    """Reject parameters the protocol does not take, by name."""
+    unknown = sorted(set(params) - set(cls.params))
+    if unknown:
+        raise ProtocolParamError(
+            f"protocol '{cls.name}' has no parameter(s) {unknown}; "
+            f"it takes {sorted(cls.params) or 'none'}"
+        )
 
 
 def int_param(

@@ -9,10 +9,15 @@ once it has delivered copies 1..k-1.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numba import njit
 
 from causal_spark.protocols.base import Protocol
+from causal_spark.replay_loop import CompiledTrace, post
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -43,3 +48,39 @@ class Fifo(Protocol):
     def delivered(self, p: int, m: int, t: float) -> None:
         channel = (self.engine.trace.src[m], p)
         self.got[channel] = self.got.get(channel, 0) + 1
+
+
+# ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
+
+State = namedtuple("State", "sent got number")
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
+    n = trace.n
+    square = (n, n)
+    state = State(
+        np.zeros(square, np.int64),
+        np.zeros(square, np.int64),
+        np.zeros(len(trace.msg_id), np.int64),
+    )
+    return state, None, False
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    for m in own:
+        d = lay.dst[m]
+        st.sent[p, d] += 1
+        st.number[m] = st.sent[p, d]
+        post(eng, lay, m, p, t, 1)
+    return True
+
+
+@njit(cache=True)
+def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
+    return st.number[m] == st.got[lay.src[m], p] + 1
+
+
+@njit(cache=True)
+def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    st.got[lay.src[m], p] += 1

@@ -10,10 +10,15 @@ on delivery M := max(M, W). A copy carries n^2 integers.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numba import njit
 
 from causal_spark.protocols.base import Protocol
+from causal_spark.replay_loop import CompiledTrace, new_pool, pool_release, pool_take, post
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -55,3 +60,54 @@ class Rst(Protocol):
             for k, value in enumerate(other):
                 if value > row[k]:
                     row[k] = value
+
+
+# ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
+
+State = namedtuple("State", "matrix pool slot")
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
+    n = trace.n
+    state = State(np.zeros((n, n, n), np.int64), new_pool(n * n), np.full(len(trace.msg_id), -1))
+    return state, None, False
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    mine = st.matrix[p]
+    for m in own:
+        mine[p, lay.dst[m]] += 1
+    slot = pool_take(st.pool, len(own))
+    st.pool.rows[0][slot, :] = mine.ravel()
+    for m in own:
+        st.slot[m] = slot
+        post(eng, lay, m, p, t, n * n)
+    return True
+
+
+@njit(cache=True)
+def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
+    n = lay.n
+    j = lay.src[m]
+    w = st.pool.rows[0][st.slot[m]]
+    mine = st.matrix[p]
+    if w[j * n + p] != mine[j, p] + 1:
+        return False
+    for k in range(n):  # noqa: SIM110 (a loop compiles; a generator does not)
+        if k != j and mine[k, p] < w[k * n + p]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    w = st.pool.rows[0][st.slot[m]]
+    mine = st.matrix[p]
+    for j in range(n):
+        for k in range(n):
+            if w[j * n + k] > mine[j, k]:
+                mine[j, k] = w[j * n + k]
+    pool_release(st.pool, st.slot[m])

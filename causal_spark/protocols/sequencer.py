@@ -14,10 +14,15 @@ departure - send.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from numba import njit
 
 from causal_spark.protocols.base import Protocol
+from causal_spark.replay_loop import CompiledTrace, control, post, send_event
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -70,3 +75,61 @@ class Sequencer(Protocol):
 
     def delivered(self, p: int, m: int, t: float) -> None:
         self.got[p] += 1
+
+
+# ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
+
+State = namedtuple("State", "hub relayed number got")
+_REQUEST = 0
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
+    wanted = params.get("process")
+    hub = trace.names.index(wanted) if wanted in trace.names else 0
+    n = trace.n
+    state = State(
+        np.array([hub], np.int64),
+        np.zeros(n, np.int64),
+        np.zeros(len(trace.msg_id), np.int64),
+        np.zeros(n, np.int64),
+    )
+    if wanted is not None and wanted not in trace.names:
+        return state, f"sequencer.process '{wanted}' is not a process of this trace", False
+    return state, None, False
+
+
+@njit(cache=True)
+def _relay(st, eng, lay, m, t):  # type: ignore[no-untyped-def]
+    d = lay.dst[m]
+    st.relayed[d] += 1
+    st.number[m] = st.relayed[d]
+    post(eng, lay, m, st.hub[0], t, 1)
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    if p == st.hub[0]:
+        for m in own:
+            _relay(st, eng, lay, m, t)
+    else:
+        # the request names the send event; the sequencer relays its copies to processes
+        control(eng, lay, p, st.hub[0], t, _REQUEST, len(own), send_event(lay, own[0]), 0, 0)
+    return True
+
+
+@njit(cache=True)
+def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
+    for i in range(lay.copy_start[a], lay.copy_start[a + 1]):
+        m = lay.copy_msg[i]
+        if lay.dst[m] >= 0:
+            _relay(st, eng, lay, m, t)
+
+
+@njit(cache=True)
+def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
+    return st.number[m] == st.got[p] + 1
+
+
+@njit(cache=True)
+def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    st.got[p] += 1
