@@ -27,14 +27,15 @@ clock, arrival before step, process, order, insertion). Control messages carry
 a kind and three integers (`CTL_*` columns); a protocol that needs more keeps
 the payload in its own state and sends its index.
 
-Note for developers: Numba's disk cache of the loop is keyed on this file
-only. After editing a protocol's compiled hooks, touch this file (or clear
-`causal_spark/__pycache__/*.nbi`) so the loop is recompiled.
+Numba keys a function's disk cache on its own source file; the loop here
+inlines the protocols' hooks, so `_ProtocolStampedLocator` adds the protocol
+modules' files to this module's stamp: editing a hook recompiles the loop.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections import namedtuple
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit, types
+from numba.core import caching
 from numba.extending import overload
 from numba.typed import Dict, List
 
@@ -61,6 +63,41 @@ from causal_spark.replay_engine import (
     Run,
     TraceShapeError,
 )
+
+
+class _ProtocolStampedLocator:
+    """Numba's usual cache locator for this module, stamped with the protocol modules too."""
+
+    _protocols = os.path.join(os.path.dirname(os.path.abspath(__file__)), "protocols")
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def get_source_stamp(self) -> Any:
+        stamps = []
+        for name in sorted(os.listdir(self._protocols)):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(self._protocols, name))
+                stamps.append((name, st.st_mtime, st.st_size))
+        return (self._inner.get_source_stamp(), tuple(stamps))
+
+    @classmethod
+    def from_function(cls, py_func: Any, py_file: str) -> Any:
+        if os.path.abspath(py_file) != os.path.abspath(__file__):
+            return None
+        for base in caching.CacheImpl._locator_classes:
+            if base is not cls:
+                inner = base.from_function(py_func, py_file)
+                if inner is not None:
+                    return cls(inner)
+        return None
+
+
+if _ProtocolStampedLocator not in caching.CacheImpl._locator_classes:
+    caching.CacheImpl._locator_classes.insert(0, _ProtocolStampedLocator)
 
 # program states, heap priorities and item kinds (as in replay_engine)
 READY, WAIT_RECEIVE, WAIT_SEND, DONE = 0, 1, 2, 3
