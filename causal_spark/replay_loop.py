@@ -88,7 +88,7 @@ class _ProtocolStampedLocator:
     def from_function(cls, py_func: Any, py_file: str) -> Any:
         if os.path.abspath(py_file) != os.path.abspath(__file__):
             return None
-        for base in caching.CacheImpl._locator_classes:
+        for base in _LOCATORS:
             if base is not cls:
                 inner = base.from_function(py_func, py_file)
                 if inner is not None:
@@ -96,8 +96,9 @@ class _ProtocolStampedLocator:
         return None
 
 
-if _ProtocolStampedLocator not in caching.CacheImpl._locator_classes:
-    caching.CacheImpl._locator_classes.insert(0, _ProtocolStampedLocator)
+_LOCATORS: list[Any] = caching.CacheImpl._locator_classes
+if _ProtocolStampedLocator not in _LOCATORS:
+    _LOCATORS.insert(0, _ProtocolStampedLocator)
 
 # program states, heap priorities and item kinds (as in replay_engine)
 READY, WAIT_RECEIVE, WAIT_SEND, DONE = 0, 1, 2, 3
