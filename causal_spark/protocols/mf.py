@@ -22,11 +22,15 @@ footnote's premise is made true by keeping channels FIFO in that mode.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import deque, namedtuple
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from numba import njit
 
 from causal_spark.protocols.base import Protocol, bool_param
+from causal_spark.replay_loop import F_SELECTIVE, CompiledTrace, control, post
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -82,3 +86,82 @@ class Mf(Protocol):
             if self.engine.trace.send_lseq[head] >= 0 and self.engine.trace.src[head] != p:
                 return head == m
         return False
+
+
+# ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
+
+# The output buffers (§3.1) as FIFO linked lists of copies: out_head[p] / out_tail[p] the
+# first / last copy waiting in p's output buffer (-1: empty), out_next[m] the copy after m
+# (each copy enters one buffer once); outstanding[p] the copies p's buffer posted whose
+# acknowledgement has not come back; last_receiver[p] the destination of the copy it posted
+# last (-1: none yet); no_wait[0] 1 under no_wait_same_receiver (footnote 4). The input
+# buffer (§3.2) is the engine's pending list; acknowledgements are control messages.
+State = namedtuple("State", "out_head out_tail out_next outstanding last_receiver no_wait")
+_ACK = 0
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
+    n = trace.n
+    no_wait = bool_param(Mf.name, params, "no_wait_same_receiver", False)
+    state = State(
+        np.full(n, -1, np.int64),
+        np.full(n, -1, np.int64),
+        np.full(len(trace.msg_id), -1, np.int64),
+        np.zeros(n, np.int64),
+        np.full(n, -1, np.int64),
+        np.array([1 if no_wait else 0], np.int64),
+    )
+    return state, None, no_wait
+
+
+@njit(cache=True)
+def _post(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
+    """Transmit from p's output buffer what the acknowledgements allow (as `Mf._post`)."""
+    while st.out_head[p] >= 0 and (
+        st.outstanding[p] == 0
+        or (st.no_wait[0] != 0 and lay.dst[st.out_head[p]] == st.last_receiver[p])
+    ):
+        m = st.out_head[p]
+        st.out_head[p] = st.out_next[m]
+        if st.out_head[p] < 0:
+            st.out_tail[p] = -1
+        st.outstanding[p] += 1
+        st.last_receiver[p] = lay.dst[m]
+        post(eng, lay, m, p, t, 0)
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    for m in own:
+        st.out_next[m] = -1
+        if st.out_tail[p] >= 0:
+            st.out_next[st.out_tail[p]] = m
+        else:
+            st.out_head[p] = m
+        st.out_tail[p] = m
+    _post(st, eng, lay, p, t)
+    return True
+
+
+@njit(cache=True)
+def c_arrived(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    # the get event: the input buffer acknowledges at once
+    control(eng, lay, p, lay.src[m], t, _ACK, 0, 0, 0, 0)
+
+
+@njit(cache=True)
+def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
+    st.outstanding[p] -= 1
+    _post(st, eng, lay, p, t)
+
+
+@njit(cache=True)
+def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
+    if not eng.flags[F_SELECTIVE]:
+        return True  # the FIFO input buffer hands messages over in the order they got in
+    head = eng.pend_head[p]
+    while head >= 0:
+        if lay.send_lseq[head] >= 0 and lay.src[head] != p:
+            return head == m
+        head = eng.pnext[head]
+    return False

@@ -12,11 +12,15 @@ time senders block.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import deque, namedtuple
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numba import njit
 
 from causal_spark.protocols.base import Protocol
+from causal_spark.replay_loop import CompiledTrace, control, post, resume
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -60,3 +64,69 @@ class Sync(Protocol):
 
     def sender_delay(self, post_minus_send: float) -> float:
         return self.blocked_total
+
+
+# ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
+
+# The copies a blocked sender still has to send, as FIFO linked lists: q_head[p] / q_tail[p]
+# the first / last copy of p's send event not posted yet (-1: none), q_next[m] the copy after
+# m; posted_at[m] when copy m was posted (its ack ends the wait, §2); blocked_total[0] the
+# time senders blocked, summed in ack order (the sender delay figure).
+State = namedtuple("State", "q_head q_tail q_next posted_at blocked_total")
+_ACK = 0
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
+    n = trace.n
+    count = len(trace.msg_id)
+    state = State(
+        np.full(n, -1, np.int64),
+        np.full(n, -1, np.int64),
+        np.full(count, -1, np.int64),
+        np.full(count, np.nan),
+        np.zeros(1, np.float64),
+    )
+    return state, None, False
+
+
+@njit(cache=True)
+def _next(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
+    """Post p's next queued copy, or end p's send event when none is left (as `Sync._next`)."""
+    m = st.q_head[p]
+    if m < 0:
+        resume(eng, lay, p, t)
+        return
+    st.q_head[p] = st.q_next[m]
+    if st.q_head[p] < 0:
+        st.q_tail[p] = -1
+    st.posted_at[m] = t
+    post(eng, lay, m, p, t, 0)  # a lost copy never arrives: the sender waits for ever
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    for m in own:
+        st.q_next[m] = -1
+        if st.q_tail[p] >= 0:
+            st.q_next[st.q_tail[p]] = m
+        else:
+            st.q_head[p] = m
+        st.q_tail[p] = m
+    _next(st, eng, lay, p, t)
+    return False
+
+
+@njit(cache=True)
+def c_taken(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    control(eng, lay, p, lay.src[m], t, _ACK, 0, m, 0, 0)
+
+
+@njit(cache=True)
+def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
+    st.blocked_total[0] += t - st.posted_at[a]
+    _next(st, eng, lay, p, t)
+
+
+def sender_delay(state: Any, post_minus_send: float) -> float:
+    """The time senders blocked (as `Sync.sender_delay`)."""
+    return float(state.blocked_total[0])
