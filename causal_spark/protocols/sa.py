@@ -20,10 +20,23 @@ non-zero entry, for copies (piggyback) and extra messages (control).
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from numba import njit, types
+from numba.typed import List
 
 from causal_spark.protocols.base import Protocol, ProtocolParamError, int_param
+from causal_spark.replay_loop import (
+    CompiledTrace,
+    control,
+    new_pool,
+    pool_release,
+    pool_take,
+    post,
+)
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -129,3 +142,164 @@ def _reset_column(matrix: Sparse, p: int, column: int, own: int) -> None:
     for key in [key for key in matrix if key[1] == column]:
         del matrix[key]
     matrix[(p, column)] = own
+
+
+# ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
+#
+# State, for n processes (seed 002 §3, as the reference class above):
+# - k[0]: the threshold of non-zero entries;
+# - matrix[p]: M of Pi, dense (n x n x n); every entry the reference holds is >= 1,
+#   so 0 stands for an absent entry and the non-zero count is the dict's size;
+# - deliv[p, x]: DELIV_p[x] (n x n);
+# - pool: one row per send event, shared by its copies and released when the last
+#   one is delivered: the sender's M after the whole multicast (n x n) and before
+#   it (n x n); a copy to d carries column d of the second, the rest of the first;
+# - slot[m]: copy m's pool row;
+# - extra_pool: one row per extra message: the column's constraints (n) and the
+#   sender; the control message carries only its row (released on its delivery);
+# - extras[p]: the rows of the extra messages that reached p and wait, in arrival
+#   order (the order `settle` scans them in, as the reference's list).
+
+State = namedtuple("State", "k matrix deliv pool slot extra_pool extras")
+_EXTRA = 0
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
+    n = trace.n
+    k = int_param("sa", params, "k", None)
+    if k is not None and k < 2:
+        raise ProtocolParamError(f"sa.k must be at least 2, found {k}")
+    threshold = k if k is not None else n + 1
+    extras = List.empty_list(types.ListType(types.int64))  # type: ignore[no-untyped-call]
+    for _ in range(n):
+        extras.append(List.empty_list(types.int64))
+    state = State(
+        np.array([threshold], np.int64),
+        np.zeros((n, n, n), np.int64),
+        np.zeros((n, n), np.int64),
+        new_pool(2 * n * n),
+        np.full(len(trace.msg_id), -1, np.int64),
+        new_pool(n + 1),
+        extras,
+    )
+    if threshold <= n:
+        return state, f"sa.k = {threshold} must exceed n = {n} (seed 002 §3: n < k <= n^2)", False
+    return state, None, False
+
+
+@njit(cache=True)
+def _thin(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    mine = st.matrix[p]
+    count = np.zeros(n, np.int64)
+    while True:
+        count[:] = 0
+        total = 0
+        for x in range(n):
+            for c in range(n):
+                if mine[x, c] != 0:
+                    count[c] += 1
+                    total += 1
+        if total < st.k[0]:
+            return
+        j = 0  # the fullest column, ties to the lowest index
+        for c in range(1, n):
+            if count[c] > count[j]:
+                j = c
+        slot = pool_take(st.extra_pool, 1)
+        row = st.extra_pool.rows[0][slot]
+        row[:n] = mine[:, j]
+        row[n] = p
+        control(eng, lay, p, j, t, _EXTRA, 3 * count[j], slot, 0, 0)
+        own = mine[p, j]
+        mine[:, j] = 0
+        mine[p, j] = own + 1
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    mine = st.matrix[p]
+    slot = pool_take(st.pool, len(own))
+    row = st.pool.rows[0][slot]
+    after = row[: n * n].reshape((n, n))
+    before = row[n * n :].reshape((n, n))
+    before[:, :] = mine
+    after[:, :] = mine
+    for m in own:
+        d = lay.dst[m]
+        after[:, d] = 0
+        after[p, d] = before[p, d] + 1
+    total = 0
+    for x in range(n):
+        for c in range(n):
+            if after[x, c] != 0:
+                total += 1
+    for m in own:
+        d = lay.dst[m]
+        size = total
+        for x in range(n):
+            if after[x, d] != 0:
+                size -= 1
+            if before[x, d] != 0:
+                size += 1
+        st.slot[m] = slot
+        post(eng, lay, m, p, t, 3 * size)
+    mine[:, :] = after
+    _thin(st, eng, lay, p, t)
+    return True
+
+
+@njit(cache=True)
+def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
+    st.extras[p].append(a)
+
+
+@njit(cache=True)
+def _satisfied(deliv, need):  # type: ignore[no-untyped-def]
+    for x in range(len(deliv)):  # noqa: SIM110 (a loop compiles; a generator does not)
+        if deliv[x] < need[x]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    waiting = st.extras[p]
+    deliv = st.deliv[p]
+    progress = True
+    while progress:
+        progress = False
+        for i in range(len(waiting)):
+            slot = waiting[i]
+            row = st.extra_pool.rows[0][slot]
+            if _satisfied(deliv, row[:n]):
+                waiting.pop(i)
+                deliv[row[n]] += 1
+                pool_release(st.extra_pool, slot)
+                progress = True
+                break
+
+
+@njit(cache=True)
+def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
+    n = lay.n
+    row = st.pool.rows[0][st.slot[m]]
+    # the constraints of column p, from the sender's matrix before the send
+    return _satisfied(st.deliv[p], row[n * n :].reshape((n, n))[:, p])
+
+
+@njit(cache=True)
+def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    row = st.pool.rows[0][st.slot[m]]
+    after = row[: n * n].reshape((n, n))
+    st.deliv[p, lay.src[m]] += 1
+    mine = st.matrix[p]
+    for x in range(n):
+        for c in range(n):
+            if c != p and after[x, c] > mine[x, c]:
+                mine[x, c] = after[x, c]
+    pool_release(st.pool, st.slot[m])
+    _thin(st, eng, lay, p, t)

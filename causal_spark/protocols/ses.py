@@ -18,10 +18,15 @@ A copy carries n integers of VT(M) plus n + 1 per pair.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numba import njit
 
 from causal_spark.protocols.base import Protocol
+from causal_spark.replay_loop import CompiledTrace, new_pool, pool_release, pool_take, post
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -92,3 +97,113 @@ class Ses(Protocol):
         old = mine.get(sender)
         if old is not None and _below(old, stamp):
             del mine[sender]
+
+
+# ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
+#
+# State, for n processes (seed 001 §4.2, as the reference class above):
+# - time[p]: VT(p), the vector time of site p (n x n);
+# - has[p, s], pairs[p, s]: ORD_BUFF_p, whether it holds a pair for site s and that
+#   pair's vector time (n x n and n x n x n; a pair is absent when has is 0);
+# - pool: one row per send event, shared by its copies and released when the last
+#   one is delivered: VT(M) (n), which sites the send event's copies go to (n), and
+#   ORD_BUFF of the sender before the send, as has (n) and pairs (n x n). A copy to
+#   d carries that buffer with (d', VT(M)) for every other destination d';
+# - slot[m]: copy m's pool row (-1 before it is sent).
+# The dict order of the reference's buffers never shows (only their sizes count and
+# the pairs of different sites merge independently), so dense arrays reproduce it.
+
+State = namedtuple("State", "time has pairs pool slot")
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
+    n = trace.n
+    state = State(
+        np.zeros((n, n), np.int64),
+        np.zeros((n, n), np.int64),
+        np.zeros((n, n, n), np.int64),
+        new_pool(3 * n + n * n),
+        np.full(len(trace.msg_id), -1, np.int64),
+    )
+    return state, None, False
+
+
+@njit(cache=True)
+def _c_below(a, b):  # type: ignore[no-untyped-def]
+    """a < b for vector times: every component <= and the vectors differ."""
+    differ = False
+    for k in range(len(a)):
+        if a[k] > b[k]:
+            return False
+        if a[k] != b[k]:
+            differ = True
+    return differ
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    st.time[p, p] += 1
+    slot = pool_take(st.pool, len(own))
+    row = st.pool.rows[0][slot]
+    row[:n] = st.time[p]
+    row[n : 2 * n] = 0
+    for m in own:
+        row[n + lay.dst[m]] = 1
+    row[2 * n : 3 * n] = st.has[p]
+    row[3 * n :] = st.pairs[p].ravel()
+    for m in own:
+        d = lay.dst[m]
+        size = 0
+        for s in range(n):
+            if row[2 * n + s] != 0 or (row[n + s] != 0 and s != d):
+                size += 1
+        st.slot[m] = slot
+        post(eng, lay, m, p, t, n + size * (n + 1))
+    for m in own:
+        d = lay.dst[m]
+        st.has[p, d] = 1
+        st.pairs[p, d] = row[:n]
+    return True
+
+
+@njit(cache=True)
+def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
+    n = lay.n
+    row = st.pool.rows[0][st.slot[m]]
+    # the copy's pair for its destination p is the sender's, from before the send
+    if row[2 * n + p] == 0:
+        return True
+    return _c_below(row[3 * n + p * n : 3 * n + (p + 1) * n], st.time[p])
+
+
+@njit(cache=True)
+def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    row = st.pool.rows[0][st.slot[m]]
+    stamp = row[:n]
+    for s in range(n):
+        if s == p:
+            continue
+        if row[n + s] != 0:  # another destination of the multicast: (s, VT(M))
+            vt = stamp
+        elif row[2 * n + s] != 0:
+            vt = row[3 * n + s * n : 3 * n + (s + 1) * n]
+        else:
+            continue
+        if st.has[p, s] != 0:
+            for k in range(n):
+                if vt[k] > st.pairs[p, s, k]:
+                    st.pairs[p, s, k] = vt[k]
+        else:
+            st.has[p, s] = 1
+            st.pairs[p, s] = vt
+    mine = st.time[p]
+    for k in range(n):
+        if stamp[k] > mine[k]:
+            mine[k] = stamp[k]
+    mine[p] += 1
+    sender = lay.src[m]
+    if st.has[p, sender] != 0 and _c_below(st.pairs[p, sender], stamp):
+        st.has[p, sender] = 0
+    pool_release(st.pool, st.slot[m])
