@@ -3,20 +3,23 @@
 `program_rows` flattens `events` and `messages` into the rows the engine
 needs (one per internal event, per message copy of a send, per receive);
 `replay_protocols` crosses them with the protocols and replays each
-(trace, protocol) group with `causal_spark.replay_engine` inside a grouped
-Arrow UDF. A group holds one trace's rows, so one trace x protocol runs in one
-Python worker; thousands of them run side by side. `compare_protocols`
+(trace, protocol) group with the compiled loop of `causal_spark.replay_loop`
+inside a grouped Arrow UDF (`replay_engine`, the Python reference, is what the
+tests hold it to). A group holds one trace's rows, so one trace x protocol
+runs in one Python worker; thousands of them run side by side. `compare_protocols`
 summarises `protocol_runs` across traces.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -27,6 +30,7 @@ from causal_spark.clocks import CLOCK_STATUS_INVALID
 from causal_spark.graphs import checkpoint
 from causal_spark.protocols import PROTOCOLS, ProtocolParamError, protocol
 from causal_spark.replay_engine import (
+    KIND_CODES,
     STATUS_ERROR,
     STATUS_NOT_APPLICABLE,
     Run,
@@ -34,6 +38,7 @@ from causal_spark.replay_engine import (
     build_trace,
     replay,
 )
+from causal_spark.replay_loop import layout, replay_compiled
 
 NONSELECTIVE = "nonselective"
 SELECTIVE = "selective"
@@ -229,34 +234,74 @@ def _replay_group(
         )
         return
     try:
-        trace = build_trace(
-            trace_id,
-            names,
-            pidx,
-            table.column(C.LSEQ).to_numpy(zero_copy_only=False).astype(np.int64),
-            table.column(C.KIND).to_pylist(),
-            table.column(C.TS).to_numpy(zero_copy_only=False).astype(np.float64),
-            table.column(C.LAMPORT).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
-            table.column(C.MSG_ID).to_pylist(),
-            table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
-        )
-        run = replay(trace, protocol(name), given, mode == SELECTIVE, default_latency)
+        if _compiled(name):
+            ctrace = layout(
+                trace_id,
+                names,
+                pidx,
+                table.column(C.LSEQ).to_numpy(zero_copy_only=False).astype(np.int64),
+                _kind_codes(table.column(C.KIND)),
+                table.column(C.TS).to_numpy(zero_copy_only=False).astype(np.float64),
+                table.column(C.LAMPORT)
+                .fill_null(0)
+                .to_numpy(zero_copy_only=False)
+                .astype(np.int64),
+                [],
+                table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
+                msg_codes=_msg_codes(table.column(C.MSG_ID)),
+            )
+            run = replay_compiled(ctrace, name, given, mode == SELECTIVE, default_latency)
+            timebase, skewed, recorded, msg_ids = (
+                ctrace.timebase, ctrace.skewed, ctrace.end - ctrace.start, ctrace.msg_id
+            )  # fmt: skip
+        else:
+            trace = build_trace(
+                trace_id,
+                names,
+                pidx,
+                table.column(C.LSEQ).to_numpy(zero_copy_only=False).astype(np.int64),
+                table.column(C.KIND).to_pylist(),
+                table.column(C.TS).to_numpy(zero_copy_only=False).astype(np.float64),
+                table.column(C.LAMPORT)
+                .fill_null(0)
+                .to_numpy(zero_copy_only=False)
+                .astype(np.int64),
+                table.column(C.MSG_ID).to_pylist(),
+                table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
+            )
+            run = replay(trace, protocol(name), given, mode == SELECTIVE, default_latency)
+            timebase, skewed, recorded, msg_ids = (
+                trace.timebase, trace.skewed, trace.end - trace.start, trace.msg_id
+            )  # fmt: skip
     except (TraceShapeError, ProtocolParamError) as e:
         yield _run_batch(head, "ts", False, 0.0, STATUS_ERROR, str(e), None, {})
         return
-    recorded = trace.end - trace.start
     yield _run_batch(
-        head,
-        trace.timebase,
-        trace.skewed,
-        recorded,
-        run.status,
-        run.reason,
-        run.verified,
-        run.figures,
+        head, timebase, skewed, recorded, run.status, run.reason, run.verified, run.figures
     )
     if run.status != STATUS_NOT_APPLICABLE:
-        yield _deliveries_batch(head, trace.msg_id, run)
+        yield _deliveries_batch(head, msg_ids, run)
+
+
+def _compiled(name: str) -> bool:
+    """Whether protocol `name` has its compiled form (`make_state` and hooks)."""
+    return hasattr(sys.modules[protocol(name).__module__], "make_state")
+
+
+_KINDS = pa.array(sorted(KIND_CODES, key=KIND_CODES.__getitem__))
+
+
+def _kind_codes(kind: pa.ChunkedArray) -> np.ndarray:
+    """`KIND_CODES` of the kind column, -1 for anything else."""
+    codes = pc.index_in(kind, value_set=_KINDS).fill_null(-1)
+    return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _msg_codes(msg_id: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
+    """(distinct msg ids, per-row index into them or -1) by Arrow's dictionary encoding."""
+    encoded = pc.dictionary_encode(msg_id.combine_chunks())
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    return encoded.dictionary.to_pylist(), np.asarray(codes, dtype=np.int64)
 
 
 def _run_batch(
@@ -292,30 +337,44 @@ def _run_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _deliveries_batch(head: Mapping[str, object], msg_ids: list[str], run: Run) -> pa.RecordBatch:
+def _deliveries_batch(
+    head: Mapping[str, object], msg_ids: Sequence[str], run: Run
+) -> pa.RecordBatch:
     count = len(msg_ids)
     schema = _ARROW_ROWS
-    values: dict[str, object] = {
-        C.TRACE_ID: [head[C.TRACE_ID]] * count,
-        PROTOCOL: [head[PROTOCOL]] * count,
-        "receive_mode": [head["receive_mode"]] * count,
-        C.MSG_ID: msg_ids,
-        "send_time": run.send_time,
-        "post_time": run.post_time,
-        "arrival_time": run.arrival_time,
-        "delivery_time": run.delivery_time,
-        "take_time": run.take_time,
-        "taken_by_lseq": [v if v >= 0 else None for v in run.taken_by],
-        "piggyback_ints": run.piggyback,
-        "held_back": run.held_back,
+    values: dict[str, pa.Array] = {
+        C.TRACE_ID: pa.array([head[C.TRACE_ID]] * count, pa.string()),
+        PROTOCOL: pa.array([head[PROTOCOL]] * count, pa.string()),
+        "receive_mode": pa.array([head["receive_mode"]] * count, pa.string()),
+        C.MSG_ID: pa.array(msg_ids, pa.string()),
     }
+    for name in ("send_time", "post_time", "arrival_time", "delivery_time", "take_time"):
+        values[name] = _floats(getattr(run, name))
+    values["taken_by_lseq"] = _ints(run.taken_by)
+    values["piggyback_ints"] = _ints(run.piggyback)
+    held = _floats(run.held_back)
+    values["held_back"] = pc.not_equal(held, pa.scalar(0.0))
     arrays = [
-        pa.nulls(count, type=fld.type)
-        if fld.name == RUN
-        else pa.array(values[fld.name], type=fld.type)
+        pa.nulls(count, type=fld.type) if fld.name == RUN else values[fld.name].cast(fld.type)
         for fld in schema
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _floats(column: Sequence[float | bool | None] | np.ndarray) -> pa.Array:
+    """A float column with nulls: None (reference engine) or NaN (compiled loop)."""
+    if isinstance(column, np.ndarray):
+        values = column.astype(np.float64)
+        return pa.array(values, mask=np.isnan(values))
+    return pa.array([None if v is None else float(v) for v in column], pa.float64())
+
+
+def _ints(column: Sequence[int | None] | np.ndarray) -> pa.Array:
+    """An integer column with nulls: None or -1 (a receive's lseq and piggybacks are >= 0)."""
+    if isinstance(column, np.ndarray):
+        values = column.astype(np.int64)
+        return pa.array(values, mask=values < 0)
+    return pa.array([None if v is None or v < 0 else v for v in column], pa.int64())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -159,6 +159,7 @@ class CompiledTrace:
 
 
 _BAD_ROW, _JUMP, _TWO_ROWS, _NO_MSG_ID = 1, 2, 3, 4
+_KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
 
 
 @njit(cache=True)
@@ -231,12 +232,14 @@ def layout(
     lamport: np.ndarray,
     msg_id: Sequence[str | None],
     peer: np.ndarray,
+    msg_codes: tuple[list[str], np.ndarray] | None = None,
 ) -> CompiledTrace:
     """One trace's rows (as `replay_engine.build_trace` takes them) laid out for the loop.
 
-    `kind` may be the strings or their `KIND_CODES` (-1: unknown). Raises
-    `TraceShapeError` with the reference's message when the rows cannot form
-    programs.
+    `kind` may be the strings or their `KIND_CODES` (-1: unknown); `msg_codes`,
+    when given, replaces `msg_id` by (distinct ids, per-row index or -1), as
+    Arrow's dictionary encoding gives them. Raises `TraceShapeError` with the
+    reference's message when the rows cannot form programs.
     """
     n = len(names)
     pidx = np.asarray(pidx, dtype=np.int64)
@@ -250,7 +253,8 @@ def layout(
     else:
         kind_text = list(kind)
         codes = np.asarray([KIND_CODES.get(k, -1) for k in kind_text], dtype=np.int64)
-    ids, mcode = _factorize(msg_id)
+    ids, mcode = msg_codes if msg_codes is not None else _factorize(msg_id)
+    mcode = np.asarray(mcode, dtype=np.int64)
     use_ts = len(ts) > 0 and not np.isnan(ts).any()
     time = ts if use_ts else lamport.astype(np.float64)
     order = np.lexsort((peer, lseq, pidx))
@@ -277,7 +281,7 @@ def layout(
     if error:
         row = int(order[at])
         p = int(pidx[row])
-        what = kind_text[row] if kind_text is not None else str(codes[row])
+        what = kind_text[row] if kind_text is not None else _KIND_NAMES.get(int(codes[row]), "?")
         if error == _BAD_ROW:
             raise TraceShapeError(f"trace {trace_id}: bad event row (process {p}, kind {what})")
         name = names[p]

@@ -265,3 +265,30 @@ def test_random_traces_through_spark_match_the_engine_and_ignore_partitioning(
         assert_df_equality(first.deliveries, second.deliveries, ignore_row_order=True)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
+
+
+def test_a_trace_whose_rows_cannot_form_programs_gets_an_error_row_not_a_crash() -> None:
+    """The grouped UDF's kernel on one (trace, protocol) group whose process jumps an lseq."""
+    import pyarrow as pa
+
+    from causal_spark.replay import _replay_group
+
+    rows = {
+        "trace_id": ["t", "t", "t"],
+        "protocol": ["rst", "rst", "rst"],
+        "pidx": [0, 0, 1],
+        "process": ["P", "P", "Q"],
+        "lseq": [1, 3, 1],  # P#2 is missing
+        "kind": ["internal", "send", "receive"],
+        "ts": [0.0, 1.0, 2.0],
+        "lamport": [1, 2, 3],
+        "msg_id": [None, "m", "m"],
+        "peer": [-1, 1, 0],
+        "valid": [True, True, True],
+    }
+    out = list(_replay_group(pa.table(rows), "nonselective", {}, 1.0))
+    assert len(out) == 1  # one run row, no deliveries
+    run_row = out[0].column("run")[0].as_py()
+    assert run_row["status"] == "error"
+    assert run_row["reason"] == "trace t: process P jumps to lseq 3 after 1"
+    assert run_row["verified"] is None

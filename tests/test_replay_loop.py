@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from causal_spark.protocols import PROTOCOLS
-from causal_spark.replay_engine import ReplayTrace, Run, replay
+from causal_spark.protocols import PROTOCOLS, ProtocolParamError
+from causal_spark.replay_engine import ReplayTrace, Run, TraceShapeError, build_trace, replay
 from causal_spark.replay_loop import CompiledTrace, layout, replay_compiled
 from tests.replay_traces import WORKED, worked
 from tests.test_replay_engine import RANDOM
@@ -87,3 +87,40 @@ def test_the_loop_replays_every_worked_trace_as_the_reference_does(
 def test_the_loop_replays_random_traces_as_the_reference_does(name: str, selective: bool) -> None:
     for trace in RANDOM:
         _both(trace, name, selective)
+
+
+BAD_ROWS = {
+    # (pidx, lseq, kind, msg_id, peer) per row; names P, Q
+    "an unknown kind": [(0, 1, "gossip", None, -1)],
+    "an lseq jump": [(0, 1, "internal", None, -1), (0, 3, "internal", None, -1)],
+    "two rows for one event": [(0, 1, "internal", None, -1), (0, 1, "receive", "m", 1)],
+    "a message without id": [(0, 1, "send", None, 1)],
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ROWS))
+def test_rows_that_cannot_form_programs_raise_the_references_error(case: str) -> None:
+    pidx, lseq, kind, msg_id, peer = (list(c) for c in zip(*BAD_ROWS[case], strict=True))
+    args = (
+        ["P", "Q"],
+        np.asarray(pidx),
+        np.asarray(lseq),
+        kind,
+        np.zeros(len(pidx)),
+        np.asarray(lseq),
+        msg_id,
+        np.asarray(peer),
+    )
+    with pytest.raises(TraceShapeError) as reference:
+        build_trace("t", *args)  # type: ignore[arg-type]
+    with pytest.raises(TraceShapeError) as compiled:
+        layout("t", *args)  # type: ignore[arg-type]
+    assert str(compiled.value) == str(reference.value)
+
+
+def test_unknown_parameters_are_rejected_as_the_reference_does() -> None:
+    trace = worked("causal_chat")
+    with pytest.raises(ProtocolParamError, match="has no parameter"):
+        replay_compiled(compiled_of(trace), "rst", {"k": "3"})
+    with pytest.raises(ProtocolParamError, match=r"sa\.k must be at least 2"):
+        replay_compiled(compiled_of(trace), "sa", {"k": "1"})
