@@ -22,10 +22,24 @@ protocol message received (max + 1).
 from __future__ import annotations
 
 import heapq
+from collections import namedtuple
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numba import njit
+from numba.typed import List
 
 from causal_spark.protocols.base import Protocol
+from causal_spark.replay_loop import (
+    CompiledTrace,
+    control,
+    new_pool,
+    notify,
+    pool_release,
+    pool_take,
+    post,
+)
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -131,3 +145,185 @@ class LamportTotal(Protocol):
         self.ready[p].discard(m)
         popped = heapq.heappop(self.queue[p])
         assert popped == self.key_of[m], "delivered a copy that is not at the head of the queue"
+
+
+# ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
+#
+# A key (timestamp, sender) is the int64 timestamp * n + sender (same order). Each send
+# event takes a pool row (released once every process has popped its key), width 2n + 2:
+#   [0, n)   released: 1 once the key is in `released` at process q
+#   [n, 2n)  the application copy the send posts to q (the reference's `to[q]`, so
+#            `expect[q][key]`), -1 when q gets a control copy
+#   2n       acks received by the sender;  2n + 1  the key
+# State: clock[p]; per process a binary heap of (key, row) (`heap[p]`, an (capacity, 2)
+# array grown by doubling, `size[p]` entries); row[m] the pool row of copy m's send;
+# ready[m] 1 while m is in `ready` (the released head's copy, arrived at its destination).
+# A copy is in `engine.pending(p)` when it arrived and is not delivered (arr_t / del_t).
+
+State = namedtuple("State", "clock heap size pool row ready")
+_COPY, _ACK, _RELEASE = 0, 1, 2
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
+    n = trace.n
+    heap = List()
+    for _ in range(max(n, 1)):
+        heap.append(np.zeros((8, 2), np.int64))
+    count = len(trace.msg_id)
+    state = State(
+        np.zeros(n, np.int64),
+        heap,
+        np.zeros(n, np.int64),
+        new_pool(2 * n + 2),
+        np.full(count, -1, np.int64),
+        np.zeros(count, np.int64),
+    )
+    return state, None, True
+
+
+@njit(cache=True)
+def _push(st, p, key, slot):  # type: ignore[no-untyped-def]
+    h = st.heap[p]
+    size = st.size[p]
+    if size == h.shape[0]:
+        grown = np.zeros((2 * size, 2), np.int64)
+        grown[:size] = h
+        st.heap[p] = grown
+        h = grown
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if h[parent, 0] <= key:
+            break
+        h[i, 0] = h[parent, 0]
+        h[i, 1] = h[parent, 1]
+        i = parent
+    h[i, 0] = key
+    h[i, 1] = slot
+    st.size[p] = size + 1
+
+
+@njit(cache=True)
+def _pop(st, p):  # type: ignore[no-untyped-def]
+    """Drop p's head; its pool row is released once every process has popped it."""
+    h = st.heap[p]
+    pool_release(st.pool, h[0, 1])
+    size = st.size[p] - 1
+    st.size[p] = size
+    if size == 0:
+        return
+    key = h[size, 0]
+    slot = h[size, 1]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and h[child + 1, 0] < h[child, 0]:
+            child += 1
+        if h[child, 0] >= key:
+            break
+        h[i, 0] = h[child, 0]
+        h[i, 1] = h[child, 1]
+        i = child
+    h[i, 0] = key
+    h[i, 1] = slot
+
+
+@njit(cache=True)
+def _see(st, p, stamp):  # type: ignore[no-untyped-def]
+    st.clock[p] = max(st.clock[p], stamp) + 1
+
+
+@njit(cache=True)
+def _enqueue(st, eng, lay, p, slot, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    key = st.pool.rows[0][slot, 2 * n + 1]
+    _see(st, p, key // n)
+    _push(st, p, key, slot)
+    control(eng, lay, p, key % n, t, _ACK, 1, slot, st.clock[p], 0)
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    st.clock[p] += 1
+    key = st.clock[p] * n + p
+    slot = pool_take(st.pool, n)
+    row = st.pool.rows[0][slot]
+    row[:n] = 0
+    row[n : 2 * n] = -1
+    for m in own:
+        row[n + lay.dst[m]] = m  # the last copy to a destination is the one posted
+        st.row[m] = slot
+    row[2 * n] = 0
+    row[2 * n + 1] = key
+    _push(st, p, key, slot)
+    if row[n + p] >= 0:
+        post(eng, lay, row[n + p], p, t, 1)
+    for q in range(n):
+        if q == p:
+            continue
+        if row[n + q] >= 0:
+            post(eng, lay, row[n + q], p, t, 1)
+        else:
+            control(eng, lay, p, q, t, _COPY, 1, slot, 0, 0)
+    notify(st, eng, lay, p, t)
+    return True
+
+
+@njit(cache=True)
+def c_arrived(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    slot = st.row[m]
+    if st.pool.rows[0][slot, 2 * lay.n + 1] % lay.n != p:
+        _enqueue(st, eng, lay, p, slot, t)
+
+
+@njit(cache=True)
+def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    if ckind == _COPY:
+        _enqueue(st, eng, lay, p, a, t)
+    elif ckind == _ACK:
+        _see(st, p, b)
+        st.pool.rows[0][a, 2 * n] += 1
+    else:
+        row = st.pool.rows[0][a]
+        _see(st, p, row[2 * n + 1] // n)
+        row[p] = 1
+
+
+@njit(cache=True)
+def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    while st.size[p] > 0:
+        h = st.heap[p]
+        key = h[0, 0]
+        slot = h[0, 1]
+        row = st.pool.rows[0][slot]
+        if row[p] == 0:
+            if key % n != p or row[2 * n] < n - 1:
+                return
+            row[p] = 1
+            for q in range(n):
+                if q != p:
+                    control(eng, lay, p, q, t, _RELEASE, 2, slot, 0, 0)
+            continue
+        m = row[n + p]
+        if m < 0:
+            _pop(st, p)  # a control copy: p is not a destination
+            continue
+        if not np.isnan(eng.arr_t[m]) and np.isnan(eng.del_t[m]):
+            st.ready[m] = 1
+        return
+
+
+@njit(cache=True)
+def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
+    return st.ready[m] != 0
+
+
+@njit(cache=True)
+def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    st.ready[m] = 0
+    _pop(st, p)

@@ -19,10 +19,15 @@ initiator is itself a destination, its proposal and final are local.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numba import njit
 
 from causal_spark.protocols.base import Protocol
+from causal_spark.replay_loop import CompiledTrace, control, post, send_event
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -110,3 +115,105 @@ class Skeen(Protocol):
 
     def delivered(self, p: int, m: int, t: float) -> None:
         del self.entries[p][m]
+
+
+# ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
+#
+# A group (sender, send lseq) is its send event e = send_event(lay, m); events are laid out
+# by process then lseq, so ordering by e is ordering by (sender, lseq). State: clock[p];
+# per copy stamp[m] (the send timestamp), entry[m] (its timestamp at its destination: the
+# proposal, then the final) and final[m]; per send event need[e] (its copies to processes),
+# got[e] and best[e] (proposals received, their maximum). p's entries are the copies
+# arrived and not delivered at p: the pending list without orphans' messages.
+
+State = namedtuple("State", "clock stamp entry final need got best")
+_PROPOSE, _FINAL = 0, 1
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
+    count = len(trace.msg_id)
+    events = int(trace.layout.ev_start[-1])
+    state = State(
+        np.zeros(trace.n, np.int64),
+        np.zeros(count, np.int64),
+        np.zeros(count, np.int64),
+        np.zeros(count, np.int64),
+        np.zeros(events, np.int64),
+        np.zeros(events, np.int64),
+        np.zeros(events, np.int64),
+    )
+    return state, None, False
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    st.clock[p] += 1
+    e = send_event(lay, own[0])
+    st.need[e] = len(own)
+    st.got[e] = 0
+    for m in own:
+        st.stamp[m] = st.clock[p]
+        post(eng, lay, m, p, t, 1)
+    return True
+
+
+@njit(cache=True)
+def _finalised(st, p, m, final):  # type: ignore[no-untyped-def]
+    st.clock[p] = max(st.clock[p], final)
+    st.entry[m] = final
+    st.final[m] = 1
+
+
+@njit(cache=True)
+def _proposed(st, eng, lay, e, proposal, t):  # type: ignore[no-untyped-def]
+    if st.got[e] == 0 or proposal > st.best[e]:
+        st.best[e] = proposal
+    st.got[e] += 1
+    if st.got[e] < st.need[e]:
+        return
+    final = st.best[e]
+    for i in range(lay.copy_start[e], lay.copy_start[e + 1]):
+        m = lay.copy_msg[i]
+        d = lay.dst[m]
+        if d < 0:
+            continue  # not one of the send's copies to processes
+        if d == lay.src[m]:
+            _finalised(st, d, m, final)
+        else:
+            control(eng, lay, lay.src[m], d, t, _FINAL, 1, m, final, 0)
+
+
+@njit(cache=True)
+def c_arrived(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    st.clock[p] = max(st.clock[p], st.stamp[m]) + 1
+    st.entry[m] = st.clock[p]
+    st.final[m] = 0
+    e = send_event(lay, m)
+    if lay.src[m] == p:
+        _proposed(st, eng, lay, e, st.clock[p], t)
+    else:
+        control(eng, lay, p, lay.src[m], t, _PROPOSE, 1, e, st.clock[p], 0)
+
+
+@njit(cache=True)
+def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
+    if ckind == _PROPOSE:
+        _proposed(st, eng, lay, a, b, t)
+    else:
+        _finalised(st, p, a, b)
+
+
+@njit(cache=True)
+def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
+    if not st.final[m]:
+        return False
+    mine = st.entry[m]
+    e = send_event(lay, m)
+    other = eng.pend_head[p]
+    while other >= 0:
+        if lay.send_lseq[other] >= 0:
+            theirs = st.entry[other]
+            if theirs < mine or (theirs == mine and send_event(lay, other) < e):
+                return False
+        other = eng.pnext[other]
+    return True
