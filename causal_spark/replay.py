@@ -13,7 +13,6 @@ summarises `protocol_runs` across traces.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,15 +27,13 @@ from causal_spark import columns as C
 from causal_spark import tables
 from causal_spark.clocks import CLOCK_STATUS_INVALID
 from causal_spark.graphs import checkpoint
-from causal_spark.protocols import PROTOCOLS, ProtocolParamError, protocol
+from causal_spark.protocols import PROTOCOLS, ProtocolParamError
 from causal_spark.replay_engine import (
     KIND_CODES,
     STATUS_ERROR,
     STATUS_NOT_APPLICABLE,
     Run,
     TraceShapeError,
-    build_trace,
-    replay,
 )
 from causal_spark.replay_loop import layout, replay_compiled
 
@@ -234,58 +231,29 @@ def _replay_group(
         )
         return
     try:
-        if _compiled(name):
-            ctrace = layout(
-                trace_id,
-                names,
-                pidx,
-                table.column(C.LSEQ).to_numpy(zero_copy_only=False).astype(np.int64),
-                _kind_codes(table.column(C.KIND)),
-                table.column(C.TS).to_numpy(zero_copy_only=False).astype(np.float64),
-                table.column(C.LAMPORT)
-                .fill_null(0)
-                .to_numpy(zero_copy_only=False)
-                .astype(np.int64),
-                [],
-                table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
-                msg_codes=_msg_codes(table.column(C.MSG_ID)),
-            )
-            run = replay_compiled(ctrace, name, given, mode == SELECTIVE, default_latency)
-            timebase, skewed, recorded, msg_ids = (
-                ctrace.timebase, ctrace.skewed, ctrace.end - ctrace.start, ctrace.msg_id
-            )  # fmt: skip
-        else:
-            trace = build_trace(
-                trace_id,
-                names,
-                pidx,
-                table.column(C.LSEQ).to_numpy(zero_copy_only=False).astype(np.int64),
-                table.column(C.KIND).to_pylist(),
-                table.column(C.TS).to_numpy(zero_copy_only=False).astype(np.float64),
-                table.column(C.LAMPORT)
-                .fill_null(0)
-                .to_numpy(zero_copy_only=False)
-                .astype(np.int64),
-                table.column(C.MSG_ID).to_pylist(),
-                table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
-            )
-            run = replay(trace, protocol(name), given, mode == SELECTIVE, default_latency)
-            timebase, skewed, recorded, msg_ids = (
-                trace.timebase, trace.skewed, trace.end - trace.start, trace.msg_id
-            )  # fmt: skip
+        ctrace = layout(
+            trace_id,
+            names,
+            pidx,
+            table.column(C.LSEQ).to_numpy(zero_copy_only=False).astype(np.int64),
+            _kind_codes(table.column(C.KIND)),
+            table.column(C.TS).to_numpy(zero_copy_only=False).astype(np.float64),
+            table.column(C.LAMPORT).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
+            [],
+            table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
+            msg_codes=_msg_codes(table.column(C.MSG_ID)),
+        )
+        run = replay_compiled(ctrace, name, given, mode == SELECTIVE, default_latency)
     except (TraceShapeError, ProtocolParamError) as e:
         yield _run_batch(head, "ts", False, 0.0, STATUS_ERROR, str(e), None, {})
         return
+    recorded = ctrace.end - ctrace.start
     yield _run_batch(
-        head, timebase, skewed, recorded, run.status, run.reason, run.verified, run.figures
-    )
+        head, ctrace.timebase, ctrace.skewed, recorded, run.status, run.reason, run.verified,
+        run.figures,
+    )  # fmt: skip
     if run.status != STATUS_NOT_APPLICABLE:
-        yield _deliveries_batch(head, msg_ids, run)
-
-
-def _compiled(name: str) -> bool:
-    """Whether protocol `name` has its compiled form (`make_state` and hooks)."""
-    return hasattr(sys.modules[protocol(name).__module__], "make_state")
+        yield _deliveries_batch(head, ctrace.msg_id, run)
 
 
 _KINDS = pa.array(sorted(KIND_CODES, key=KIND_CODES.__getitem__))

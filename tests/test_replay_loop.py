@@ -18,9 +18,15 @@ import pytest
 
 from causal_spark.protocols import PROTOCOLS, ProtocolParamError
 from causal_spark.replay_engine import ReplayTrace, Run, TraceShapeError, build_trace, replay
-from causal_spark.replay_loop import CompiledTrace, layout, replay_compiled
+from causal_spark.replay_loop import CompiledTrace, layout, replay_compiled, warm_up
 from tests.replay_traces import WORKED, worked
 from tests.test_replay_engine import RANDOM
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled_loop() -> None:
+    # a cold compile is 15-45 s per protocol: compile them side by side, once
+    warm_up(list(PROTOCOLS))
 
 
 def compiled_of(trace: ReplayTrace) -> CompiledTrace:
@@ -69,7 +75,13 @@ def _both(trace: ReplayTrace, name: str, selective: bool, **params: str) -> None
     assert_same_run(trace, ref, ctrace, replay_compiled(ctrace, name, params, selective))
 
 
-COMPILED = [n for n, cls in PROTOCOLS.items() if hasattr(sys.modules[cls.__module__], "make_state")]
+COMPILED = list(PROTOCOLS)
+
+
+def test_every_protocol_has_its_compiled_form() -> None:
+    for name, cls in PROTOCOLS.items():
+        module = sys.modules[cls.__module__]
+        assert callable(getattr(module, "make_state", None)), name
 
 
 @pytest.mark.parametrize("selective", [False, True], ids=["nonselective", "selective"])

@@ -29,6 +29,7 @@ from causal_spark.replay import (
     program_rows,
     replay_protocols,
 )
+from causal_spark.replay_loop import warm_up
 from causal_spark.sources import discover_inputs, read_raw_rows
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,12 @@ def replay_stage(request: ReplayRequest) -> Stage:
             context.table(tables.MESSAGES),
             context.table(tables.TRACE_CLOCKS),
         )
+        if (programs.sparkSession.conf.get("spark.master", "") or "").startswith("local"):
+            # Python workers here share this machine's Numba cache: compile the loop once,
+            # protocols side by side, rather than in every worker (executors elsewhere
+            # compile on their first group)
+            with _timed("replay loop compiled"):
+                warm_up(request.protocols)
         with _timed("replay"):
             replayed = replay_protocols(programs, request)
             runs = context.stage(tables.PROTOCOL_RUNS, replayed.runs)
