@@ -1,10 +1,12 @@
-"""Benchmark protocol replay per protocol against the engine alone; write bench/replay.json
-and the `## replay` section of bench/results.md.
+"""Benchmark protocol replay per protocol: the Spark job, the compiled loop alone and the
+Python reference engine alone, in the same run; write bench/replay.json and the
+`## replay` section of bench/results.md (the other sections are left as they are).
 
     .venv/bin/pip install -e '.[bench]'
+    .venv/bin/python bench/replay.py --warm-up             # compile the loops (Numba disk cache)
     .venv/bin/python bench/replay.py                       # every case, every protocol
-    .venv/bin/python bench/replay.py --quick               # small cases, a smoke run (< 2 min),
-                                                           # written to bench/out/replay/quick.*
+    .venv/bin/python bench/replay.py --quick               # small cases, a smoke run (a few
+                                                           # minutes), written to bench/out/replay/quick.*
     .venv/bin/python bench/replay.py --only many-1000x1000 --protocols none,fifo
     .venv/bin/python bench/replay.py --only big-1e6 --profile rst,sa --cap 600
 
@@ -17,30 +19,47 @@ latencies (the generator's default), no loss:
   copies, the only shape `bss` applies to.
 
 Set-up, once per case and kept under bench/out/replay/<case> while its spec
-does not change (not timed): the generator writes Parquet, the real `ingest`
-and `clocks` jobs write the warehouse, and `program_rows` (the replay's own
-input transform) is saved as Parquet for the baseline.
+does not change (not timed; `--set-up-only` stops there): the generator writes
+Parquet, the real `ingest` and `clocks` jobs write the warehouse, and
+`program_rows` (the replay's own input transform) is saved as Parquet for the
+two single-process measurements.
 
 Then, per protocol, in the same process:
 
+- `reference`: the traces replayed by the Python reference engine
+  (`replay_engine`) alone (per trace: Arrow columns to arrays, `build_trace`,
+  `replay`; no Spark, no output table), capped by `--cap`;
+- `loop`: the same traces replayed by the compiled loop (`replay_loop`) alone
+  (per trace: Arrow columns to arrays as the UDF converts them, `layout`,
+  `replay_compiled`), for protocols whose module has the compiled form
+  (`make_state`); also capped by `--cap`;
 - `spark`: the real `replay` job for that one protocol (Delta in: events,
   messages, trace_clocks; Delta out: protocol_runs and deliveries), with the
-  profile's replay settings; its statuses and verification results are read
-  back from `protocol_runs`;
-- `engine`: the same traces replayed by the engine alone in this Python
-  process (per trace: Arrow columns to arrays, `build_trace`, `replay`; no
-  Spark, no output table): the same-run baseline. Its statuses must agree
-  with Spark's.
+  profile's replay settings; it runs the compiled loop in its grouped Arrow UDF
+  where the protocol has it, the reference engine otherwise (the `note` says
+  which). Its statuses and verification results are read back from
+  `protocol_runs`.
 
-The engine's Numba verification kernels are compiled once before any timing.
-Times are medians of the repeats (3 for the small cases, 1 for the 10^6 one;
-no further repeat once one measurement has taken `--repeat-budget` seconds);
+Statuses and verification results must agree across the three: a disagreement
+is printed, marked in the tables, and makes the run exit with status 3 (the
+other protocols are still measured). The summed figures (control messages,
+held-back, piggybacked integers) of loop and reference are compared too.
+
+Before any timing, every protocol's loop and the reference's Numba
+verification kernels are compiled on two small traces (point-to-point and
+broadcast, both receive modes): Numba caches the loop on disk next to the code,
+so the Spark workers load it instead of compiling (`--warm-up` does only this,
+without Spark: run it before a measured run, outside any machine lock). Times
+are medians of the repeats (3 for the small cases, 1 for the 10^6 one; no
+further repeat once one measurement has taken `--repeat-budget` seconds);
 memory is the peak RSS of the process tree (driver, JVM, Python workers) for
-Spark and of this process for the engine. A protocol whose engine run exceeds
-`--cap` seconds is stopped there and recorded as capped; its Spark run is then
-skipped (it would replay the same trace in one Python worker, at least as long).
-`--profile P,...` runs cProfile over the engine on the first case for those
-protocols (also capped) and records the top functions by own time.
+Spark and of this process (which also holds the case's program rows and the
+idle Spark driver) for loop and reference. A `spark` run of a protocol without
+its compiled form whose reference run was capped is skipped (it would replay
+the same traces in Python, at least as long). `--profile P,...` runs cProfile
+over the reference engine on the first case for those protocols (also capped)
+and records the top functions by own time (cProfile cannot see inside the
+compiled loop).
 """
 
 from __future__ import annotations
@@ -48,6 +67,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
+import inspect
 import io
 import itertools
 import json
@@ -86,7 +106,8 @@ from causal_spark.config import Config, load_config
 from causal_spark.generate import GeneratorSpec, generate_traces, write_generated
 from causal_spark.protocols import PROTOCOLS, protocol
 from causal_spark.replay import PEER, ReplayRequest, program_rows
-from causal_spark.replay_engine import Run, build_trace, replay
+from causal_spark.replay_engine import KIND_CODES, Run, build_trace, replay
+from causal_spark.replay_loop import layout, replay_compiled
 from causal_spark.sinks import Warehouse
 
 HERE = Path(__file__).resolve().parent
@@ -96,6 +117,7 @@ RESULTS_MD = HERE / "results.md"
 QUICK_JSON = SCRATCH / "quick.json"  # --quick never touches the recorded results
 QUICK_MD = SCRATCH / "quick.md"
 SECTION = "## replay"
+IMPLS = ("spark", "loop", "reference")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,11 +156,11 @@ EXTRA_CASES = [
 class Result:
     case: str
     protocol: str
-    impl: str  # spark | engine
+    impl: str  # spark | loop | reference
     traces: int
     messages: int  # application message copies replayed (per protocol, all traces)
     events: int  # program events (all traces)
-    seconds: float | None  # median; None when capped
+    seconds: float | None  # median; None when capped, skipped or not available
     seconds_all: list[float]
     peak_mb: float
     repeats: int
@@ -146,10 +168,13 @@ class Result:
     statuses: dict[str, int]  # status -> runs
     verified: dict[str, int]  # true / false / null -> runs
     figures: dict[str, float]  # sums across traces of a few figures (control messages, ...)
-    build_seconds: float | None = None  # engine: of which build_trace
+    prep_seconds: float | None = None  # loop: of which layout; reference: of which build_trace
+    start_mb: float | None = None  # loop / reference: this process's RSS before the run
     run: str = ""
     commit: str = ""
     note: str = ""
+    disagree: bool = False  # statuses or verification differ from another implementation
+    udf: str = ""  # spark: what its grouped UDF ran (loop | reference)
 
 
 def _read(path: Path) -> pa.Table:
@@ -208,60 +233,129 @@ def split_traces(programs: pa.Table) -> list[pa.Table]:
     return [programs.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
 
 
-# ------------------------------------------------------------------------------ engine
+# ------------------------------------------------------------------------------ replays
 
 
-def engine_trace(table: pa.Table):
-    """`build_trace` from one trace's program rows, converting columns as the UDF does."""
-    pidx = table.column("pidx").to_numpy(zero_copy_only=False).astype(np.int64)
-    process = table.column("process").to_pylist()
+def compiled(name: str) -> bool:
+    """Whether protocol `name` has its compiled form (what the UDF checks too)."""
+    return hasattr(sys.modules[protocol(name).__module__], "make_state")
+
+
+def _names(pidx: np.ndarray, process: list[str]) -> list[str]:
     names_by_pidx: dict[int, str] = {}
     for i, p in zip(pidx.tolist(), process, strict=True):
         names_by_pidx.setdefault(i, p)
     n = max(names_by_pidx) + 1 if names_by_pidx else 0
-    names = [names_by_pidx.get(i, f"#{i}") for i in range(n)]
+    return [names_by_pidx.get(i, f"#{i}") for i in range(n)]
+
+
+def reference_trace(table: pa.Table):
+    """`build_trace` from one trace's program rows, converting columns as the UDF does."""
+    pidx = table.column("pidx").to_numpy(zero_copy_only=False).astype(np.int64)
     return build_trace(
         str(table.column("trace_id")[0].as_py()),
-        names,
+        _names(pidx, table.column("process").to_pylist()),
         pidx,
         table.column("lseq").to_numpy(zero_copy_only=False).astype(np.int64),
         table.column("kind").to_pylist(),
         table.column("ts").to_numpy(zero_copy_only=False).astype(np.float64),
-        table.column("lamport").to_numpy(zero_copy_only=False).astype(np.int64),
+        table.column("lamport").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
         table.column("msg_id").to_pylist(),
         table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
     )
 
 
+_KINDS = pa.array(sorted(KIND_CODES, key=KIND_CODES.__getitem__))
+# `layout` takes the msg ids already dictionary-encoded (as the UDF passes them) from the
+# commit that made the UDF use the loop; before it, the strings
+_MSG_CODES = "msg_codes" in inspect.signature(layout).parameters
+
+
+def loop_trace(table: pa.Table):
+    """`layout` from one trace's program rows: kinds as codes, msg ids dictionary-encoded."""
+    pidx = table.column("pidx").to_numpy(zero_copy_only=False).astype(np.int64)
+    kind = pc.index_in(table.column("kind"), value_set=_KINDS).fill_null(-1)
+    args = (
+        str(table.column("trace_id")[0].as_py()),
+        _names(pidx, table.column("process").to_pylist()),
+        pidx,
+        table.column("lseq").to_numpy(zero_copy_only=False).astype(np.int64),
+        np.asarray(kind.to_numpy(zero_copy_only=False), dtype=np.int64),
+        table.column("ts").to_numpy(zero_copy_only=False).astype(np.float64),
+        table.column("lamport").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
+    )
+    peer = table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64)
+    if not _MSG_CODES:
+        return layout(*args, table.column("msg_id").to_pylist(), peer)
+    encoded = pc.dictionary_encode(table.column("msg_id").combine_chunks())
+    codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    return layout(*args, [], peer, msg_codes=(encoded.dictionary.to_pylist(), codes))
+
+
 @dataclasses.dataclass
-class EngineOutcome:
+class Outcome:
     runs: list[Run]
-    build_seconds: float
+    prep_seconds: float
 
 
-def engine_all(traces: list[pa.Table], name: str, request: ReplayRequest) -> EngineOutcome:
+def reference_all(traces: list[pa.Table], name: str, request: ReplayRequest) -> Outcome:
     cls = protocol(name)
     params = request.params_of(name)
     selective = request.receive_mode == "selective"
     runs: list[Run] = []
-    build = 0.0
+    prep = 0.0
     for table in traces:
         began = time.perf_counter()
-        trace = engine_trace(table)
-        build += time.perf_counter() - began
+        trace = reference_trace(table)
+        prep += time.perf_counter() - began
         runs.append(replay(trace, cls, params, selective, request.default_latency))
-    return EngineOutcome(runs, build)
+    return Outcome(runs, prep)
 
 
-def warm_up(names: tuple[str, ...], request: ReplayRequest) -> None:
-    """Compile the verification kernels (Numba) before any timing: a two-message trace."""
-    trace = build_trace(
-        "warm-up", ["a", "b"], np.array([0, 0, 1, 1]), np.array([1, 2, 1, 2]),
-        ["send", "send", "receive", "receive"], np.array([0.0, 1.0, 2.0, 3.0]),
-        np.array([1, 2, 3, 4]), ["x", "y", "x", "y"], np.array([1, 1, 0, 0]),
+def loop_all(traces: list[pa.Table], name: str, request: ReplayRequest) -> Outcome:
+    params = dict(request.params_of(name))
+    selective = request.receive_mode == "selective"
+    runs: list[Run] = []
+    prep = 0.0
+    for table in traces:
+        began = time.perf_counter()
+        trace = loop_trace(table)
+        prep += time.perf_counter() - began
+        runs.append(replay_compiled(trace, name, params, selective, request.default_latency))
+    return Outcome(runs, prep)
+
+
+def _warm_traces() -> list[tuple]:
+    """Rows (as build_trace / layout take them) of two tiny traces: point-to-point, broadcast."""
+    p2p = (
+        "warm-p2p", ["a", "b"], np.array([0, 0, 1, 1]), np.array([1, 2, 1, 2]),
+        ["send", "receive", "receive", "send"], np.array([0.0, 3.0, 1.0, 2.0]),
+        np.array([1, 4, 2, 3]), ["x", "y", "x", "y"], np.array([1, 1, 0, 0]),
     )  # fmt: skip
+    bcast = (
+        "warm-bcast", ["a", "b", "c"], np.array([0, 0, 1, 2, 0]), np.array([1, 1, 1, 1, 2]),
+        ["send", "send", "receive", "receive", "internal"],
+        np.array([0.0, 0.0, 1.0, 1.5, 2.0]), np.array([1, 1, 2, 2, 2]),
+        ["m.b", "m.c", "m.b", "m.c", None], np.array([1, 2, 0, 0, -1]),
+    )  # fmt: skip
+    return [p2p, bcast]
+
+
+def warm_up(names: tuple[str, ...], params) -> list[str]:
+    """Compile the loop of every protocol asked and the verification kernels (Numba, cached
+    on disk) before any timing; returns the protocols that have no compiled form."""
+    missing = []
     for name in names:
-        replay(trace, protocol(name), request.params_of(name))
+        given = dict(params.get(name, {}))
+        has_loop = compiled(name)
+        if not has_loop:
+            missing.append(name)
+        for rows in _warm_traces():
+            for selective in (False, True):
+                replay(build_trace(*rows), protocol(name), given, selective)
+                if has_loop:
+                    replay_compiled(layout(*rows), name, given, selective)
+    return missing
 
 
 def _alarm(_signum: int, _frame: object) -> None:
@@ -279,6 +373,39 @@ def capped_call(fn: Callable[[], object], cap: float) -> object:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def measure_alone(
+    out: Result, fn: Callable[[], Outcome], repeats: int, cap: float, budget: float
+) -> None:
+    """Time fn (capped) in this process, repeats times at most; fill `out`."""
+    times: list[float] = []
+    outcome: Outcome | None = None
+    out.start_mb = _rss_mb()
+    with PeakMemory(tree=False) as memory:
+        for _ in range(repeats):
+            if sum(times) > budget:
+                break
+            outcome = None
+            began = time.perf_counter()
+            try:
+                outcome = capped_call(fn, cap)  # type: ignore[assignment]
+            except Capped:
+                out.capped = True
+                out.note = f"stopped after {cap:.0f} s"
+                break
+            times.append(time.perf_counter() - began)
+    out.peak_mb = memory.peak / 2**20
+    out.seconds_all = times
+    if not out.capped and outcome is not None:
+        out.seconds = statistics.median(times)
+        out.repeats = len(times)
+        out.prep_seconds = outcome.prep_seconds
+        out.statuses, out.verified, out.figures = _summarise_runs(outcome.runs)
+
+
 # ------------------------------------------------------------------------------ main
 
 
@@ -286,18 +413,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="small cases (about 1-2 minutes)")
+    parser.add_argument("--quick", action="store_true", help="small cases (a few minutes)")
     parser.add_argument("--only", default=None, help="comma-separated case names to run")
     parser.add_argument("--protocols", default=None, help="comma-separated protocols")
     parser.add_argument("--cap", type=float, default=600.0,
-                        help="seconds one engine run of a protocol may take")  # fmt: skip
+                        help="seconds one loop or reference run of a protocol may take")  # fmt: skip
     parser.add_argument("--profile", default="",
-                        help="protocols to profile (cProfile, engine, first case)")  # fmt: skip
+                        help="protocols to profile (cProfile, reference, first case)")  # fmt: skip
     parser.add_argument("--profile-cap", type=float, default=180.0,
-                        help="seconds a profiled engine run may take (a partial profile)")  # fmt: skip
+                        help="seconds a profiled reference run may take (a partial profile)")  # fmt: skip
     parser.add_argument("--repeat-budget", type=float, default=60.0,
                         help="no further repeat once a measurement has taken this long")  # fmt: skip
-    parser.add_argument("--no-spark", action="store_true", help="engine (and profile) only")
+    parser.add_argument("--no-spark", action="store_true", help="loop and reference only")
+    parser.add_argument("--warm-up", action="store_true",
+                        help="compile the loops (Numba disk cache) and exit; no Spark")  # fmt: skip
+    parser.add_argument("--set-up-only", action="store_true",
+                        help="build the cases' warehouses and program rows, then exit")  # fmt: skip
     parser.add_argument("--conf", default=None,
                         help="YAML profile (default: the embedded local profile)")  # fmt: skip
     args = parser.parse_args()
@@ -316,20 +447,31 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown protocol(s) {unknown}")
     profiled = [p for p in args.profile.split(",") if p]
+    began = time.perf_counter()
+    missing = warm_up(names, config.replay.params)
+    print(f"warm-up (compile or load the loops) {time.perf_counter() - began:.1f} s; "
+          f"no compiled form: {', '.join(missing) or 'none'}", flush=True)  # fmt: skip
+    if args.warm_up:
+        return 0
     spark = build_session(config.spark)
-    warm_up(names, ReplayRequest(protocols=names, params=config.replay.params))
+    if args.set_up_only:
+        for case in selected:
+            set_up(case, spark, config)
+        spark.stop()
+        return 0
     started = datetime.now(UTC).isoformat(timespec="minutes")
     commit = _commit()
     results: list[Result] = []
     profiles: dict[str, dict[str, object]] = {}
+    disagreements: list[str] = []
 
     def record(result: Result) -> None:
         results.append(result)
         save(results, profiles)
-        secs = "capped" if result.seconds is None else f"{result.seconds:9.2f} s"
-        print(f"{result.case:20} {result.protocol:14} {result.impl:7} {secs}  "
+        secs = "-" if result.seconds is None else f"{result.seconds:9.2f} s"
+        print(f"{result.case:20} {result.protocol:14} {result.impl:9} {secs:>11}  "
               f"peak {result.peak_mb:7.0f} MB  {dict(result.statuses)} verified "
-              f"{dict(result.verified)}", flush=True)  # fmt: skip
+              f"{dict(result.verified)} {result.note}", flush=True)  # fmt: skip
 
     for index, case in enumerate(selected):
         warehouse_dir, programs = set_up(case, spark, config)
@@ -355,61 +497,55 @@ def main() -> int:
                 params=config.replay.params,
                 default_latency=config.replay.default_latency,
             ).validate()
+            has_loop = compiled(name)
 
             def base(impl: str, repeats: int) -> Result:
                 return Result(case.name, name, impl, len(traces), n_messages, n_events, None,
                               [], 0.0, repeats, False, {}, {}, {}, run=started,
                               commit=commit)  # fmt: skip
 
-            # engine alone (the baseline), capped
-            out = base("engine", case.repeats)
-            times: list[float] = []
-            outcome: EngineOutcome | None = None
-            with PeakMemory(tree=False) as memory:
-                for _ in range(case.repeats):
-                    if sum(times) > args.repeat_budget:
-                        break
-                    began = time.perf_counter()
-                    try:
-                        outcome = capped_call(  # type: ignore[assignment]
-                            lambda name=name, request=request: engine_all(traces, name, request),
-                            args.cap,
-                        )
-                    except Capped:
-                        out.capped = True
-                        out.note = f"stopped after {args.cap:.0f} s"
-                        break
-                    times.append(time.perf_counter() - began)
-            out.peak_mb = memory.peak / 2**20
-            out.seconds_all = times
-            if not out.capped and outcome is not None:
-                out.seconds = statistics.median(times)
-                out.repeats = len(times)
-                out.build_seconds = outcome.build_seconds
-                out.statuses, out.verified, out.figures = _summarise_runs(outcome.runs)
-            outcome = None
-            record(out)
+            # the reference engine alone (the same-run baseline), capped
+            ref = base("reference", case.repeats)
+            measure_alone(
+                ref, lambda name=name, request=request: reference_all(traces, name, request),
+                case.repeats, args.cap, args.repeat_budget,
+            )  # fmt: skip
+            record(ref)
 
             if name in profiled and index == 0:
-                profiles[f"{case.name}/{name}"] = profile_engine(
+                profiles[f"{case.name}/{name}"] = profile_reference(
                     traces, name, request, args.profile_cap
                 )
                 save(results, profiles)
 
+            # the compiled loop alone, capped
+            loop = base("loop", case.repeats)
+            if has_loop:
+                measure_alone(
+                    loop, lambda name=name, request=request: loop_all(traces, name, request),
+                    case.repeats, args.cap, args.repeat_budget,
+                )  # fmt: skip
+            else:
+                loop.note = "no compiled form"
+            _check(ref, loop, disagreements)
+            record(loop)
+
             if args.no_spark:
                 continue
             out_s = base("spark", case.repeats)
-            if out.capped:
-                out_s.note = "skipped: the engine alone ran past the cap"
+            out_s.udf = "loop" if has_loop else "reference"
+            if not has_loop and ref.capped:
+                out_s.note = "skipped: the reference alone ran past the cap"
                 record(out_s)
                 continue
-            spark_cap = max(args.cap, 3 * (out.seconds or 0) + 120)
+            alone = loop.seconds if has_loop else ref.seconds
+            spark_cap = max(args.cap, 3 * (alone or 0) + 120)
 
             def job(request: ReplayRequest = request) -> None:
                 run_job("replay", [replay_stage(request)], spark=spark, config=config,
                         warehouse=warehouse)  # fmt: skip
 
-            times = []
+            times: list[float] = []
             with PeakMemory(tree=True) as memory:
                 for _ in range(case.repeats):
                     if sum(times) > args.repeat_budget:
@@ -436,15 +572,40 @@ def main() -> int:
                 out_s.statuses, out_s.verified, out_s.figures = _summarise_table(
                     _read(warehouse_dir / tables.PROTOCOL_RUNS)
                 )
-                if (out_s.statuses, out_s.verified) != (out.statuses, out.verified):
-                    out_s.note = "statuses differ from the engine's"
-                    print(f"WARNING {case.name}/{name}: Spark {out_s.statuses} "
-                          f"{out_s.verified}, engine {out.statuses} {out.verified}")  # fmt: skip
+                _check(ref, out_s, disagreements)
+                _check(loop, out_s, disagreements)
             record(out_s)
     spark.stop()
     save(results, profiles)
     print(f"wrote {JSON} and the replay section of {RESULTS_MD}")
+    if disagreements:
+        print("\n" + "!" * 78 + "\nSTATUSES DISAGREE between implementations:\n  "
+              + "\n  ".join(disagreements) + "\n" + "!" * 78, file=sys.stderr)  # fmt: skip
+        return 3
     return 0
+
+
+def _check(a: Result, b: Result, disagreements: list[str]) -> None:
+    """Statuses and verification of two measured implementations must agree (loudly)."""
+    if a.seconds is None or b.seconds is None:
+        return
+    where = f"{b.case}/{b.protocol}"
+    if (a.statuses, a.verified) != (b.statuses, b.verified):
+        what = (f"{where}: {a.impl} {a.statuses} verified {a.verified}, "
+                f"{b.impl} {b.statuses} verified {b.verified}")  # fmt: skip
+        disagreements.append(what)
+        a.disagree = b.disagree = True
+        b.note = "; ".join(x for x in (b.note, f"STATUSES DIFFER from {a.impl}") if x)
+        print(f"\n!!! STATUSES DISAGREE {what}\n", file=sys.stderr, flush=True)
+        return
+    differ = [
+        k for k in FIGURES
+        if not np.isclose(a.figures.get(k, 0.0), b.figures.get(k, 0.0), rtol=1e-9, atol=1e-6)
+    ]  # fmt: skip
+    if differ:
+        b.note = "; ".join(x for x in (b.note, f"figures differ from {a.impl}: {differ}") if x)
+        print(f"WARNING {where}: figures {differ} differ: {a.impl} {a.figures}, "
+              f"{b.impl} {b.figures}", flush=True)  # fmt: skip
 
 
 FIGURES = ("app_messages", "control_messages", "held_back", "piggyback_ints_total")
@@ -468,16 +629,16 @@ def _verified_key(value: bool | None) -> str:
     return "null" if value is None else str(value).lower()
 
 
-def profile_engine(
+def profile_reference(
     traces: list[pa.Table], name: str, request: ReplayRequest, cap: float
 ) -> dict[str, object]:
-    """cProfile over the engine alone (capped: a partial profile is still recorded)."""
+    """cProfile over the reference engine alone (capped: a partial profile is still recorded)."""
     profiler = cProfile.Profile()
     began = time.perf_counter()
     complete = True
     profiler.enable()
     try:
-        capped_call(lambda: engine_all(traces, name, request), cap)
+        capped_call(lambda: reference_all(traces, name, request), cap)
     except Capped:
         complete = False
     finally:
@@ -521,13 +682,25 @@ def _commit() -> str:
 # ------------------------------------------------------------------------------ output
 
 
+def _upgrade(row: dict) -> dict:
+    """A row written before the loop existed: its `engine` is the reference engine."""
+    if row.get("impl") == "engine":
+        row = {**row, "impl": "reference"}
+    if "build_seconds" in row:
+        row = {k: v for k, v in row.items() if k != "build_seconds"}
+        row["prep_seconds"] = row.get("prep_seconds")
+    if row.get("impl") == "spark":
+        row.setdefault("udf", "reference")  # before the loop, the UDF ran the reference engine
+    return row
+
+
 def save(results: list[Result], profiles: dict[str, dict[str, object]]) -> None:
     """Write this run's results, keeping earlier runs' results for (case, protocol, impl)
     not re-run here; rewrite only the `## replay` section of results.md."""
     earlier = json.loads(JSON.read_text()) if JSON.exists() else {}
     mine = {(r.case, r.protocol, r.impl) for r in results}
-    merged = [r for r in earlier.get("results", [])
-              if (r["case"], r["protocol"], r["impl"]) not in mine]  # fmt: skip
+    merged = [_upgrade(r) for r in earlier.get("results", [])]
+    merged = [r for r in merged if (r["case"], r["protocol"], r["impl"]) not in mine]
     merged += [dataclasses.asdict(r) for r in results]
     payload = {
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
@@ -560,38 +733,50 @@ def render(payload: dict) -> str:
         SECTION,
         "",
         f"By `bench/replay.py` on {payload['machine']}. Generated all-to-all traces of 16",
-        "processes, lognormal(0, 1) latencies. `spark s`: the `replay` job for one protocol",
-        "(Delta in, protocol_runs and deliveries out); `engine s`: the same traces replayed by",
-        "the engine alone in one Python process (build_trace + replay, no Spark), same run.",
-        "`spark / engine` above 1: Spark is slower. msgs/s: application message copies",
-        "replayed per second by the Spark job. Medians of the repeats shown; the machine has",
-        "2 cores shared with other work, so read ratios, not absolute times. A `deadlock`",
+        "processes, lognormal(0, 1) latencies. Per protocol, in the same run: `spark s`, the",
+        "`replay` job for that protocol (Delta in, protocol_runs and deliveries out; its grouped",
+        "Arrow UDF runs the compiled loop, or the reference engine where the protocol has no",
+        "compiled form: see `UDF`); `loop s`, the compiled loop alone in one Python process",
+        "(columns to arrays, `layout`, `replay_compiled`; of which `layout s`); `reference s`,",
+        "the Python reference engine alone (`build_trace` + `replay`). `ref / loop` is the",
+        "compiled loop's speed-up, `spark / loop` Spark's overhead over the loop alone. msgs/s:",
+        "application message copies replayed per second. Peak MB: the process tree for Spark",
+        "(driver, JVM, Python workers), this process for loop and reference (it also holds the",
+        "case's program rows and the Spark driver). Medians of the repeats shown; the machine",
+        "has 2 cores shared with other work, so read ratios, not absolute times. A `deadlock`",
         "run stops where every process waits: its time covers the replay up to there only.",
-        "Status and verified columns count runs (traces) by value, from `protocol_runs`.",
+        "Status and verified columns count runs (traces) by value; they agree across the three",
+        "implementations unless a note says otherwise.",
         "",
     ]
     for case in case_names:
         protos = sorted({r["protocol"] for r in rows if r["case"] == case},
                         key=lambda p: order.get(p, 99))  # fmt: skip
-        first = next(r for r in rows if r["case"] == case)
+        first = max((r for r in rows if r["case"] == case), key=lambda r: r.get("run", ""))
+        commits = sorted({r["commit"] for r in rows if r["case"] == case and r["commit"]})
         lines += [
             f"### {case}: {first['traces']:,} trace(s), {first['events']:,} events, "
-            f"{first['messages']:,} messages; code measured: commit {first['commit']}",
+            f"{first['messages']:,} messages; code measured: commit {', '.join(commits)}",
             "",
-            "| protocol | spark s | engine s | of which build_trace s | spark / engine | "
-            "spark msgs/s | engine msgs/s | spark peak MB | repeats | status (spark) | "
-            "verified (spark) | control msgs | held back | run | note |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|---|",
+            "| protocol | UDF | spark s | loop s | layout s | reference s | ref / loop | "
+            "spark / loop | spark msgs/s | loop msgs/s | ref msgs/s | spark peak MB | "
+            "loop peak MB | ref peak MB | repeats | status | verified | control msgs | "
+            "held back | run | note |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+            "---:|---:|---|---|",
         ]
         for name in protos:
             s = by_key.get((case, name, "spark"))
-            e = by_key.get((case, name, "engine"))
-            ref = s if s is not None and s["seconds"] is not None else e
-            ratio = (
-                _fmt(s["seconds"] / e["seconds"])
-                if s and e and s["seconds"] and e["seconds"]
-                else "-"
-            )
+            lp = by_key.get((case, name, "loop"))
+            e = by_key.get((case, name, "reference"))
+            measured = [r for r in (s, lp, e) if r is not None and r["seconds"] is not None]
+            ref = measured[0] if measured else (s or lp or e)
+
+            def secs(r: dict | None) -> float | None:
+                return None if r is None else r["seconds"]
+
+            def ratio(a: float | None, b: float | None) -> str:
+                return _fmt(a / b) if a and b else "-"
 
             def rate(r: dict | None) -> str:
                 if r is None or not r["seconds"]:
@@ -602,8 +787,13 @@ def render(payload: dict) -> str:
                 if r is None:
                     return "not run"
                 if r["seconds"] is None:
-                    return "capped" if r["capped"] else "skipped"
+                    if r["capped"]:
+                        return "capped"
+                    return "n/a" if r["impl"] == "loop" else "skipped"
                 return _fmt(r["seconds"])
+
+            def peak(r: dict | None) -> str:
+                return _fmt(r["peak_mb"], 0) if r and r["seconds"] is not None else "-"
 
             statuses = ", ".join(
                 f"{k} {v}" for k, v in sorted((ref or {}).get("statuses", {}).items())
@@ -612,19 +802,24 @@ def render(payload: dict) -> str:
                 f"{k} {v}" for k, v in sorted((ref or {}).get("verified", {}).items())
             )
             figures = (ref or {}).get("figures", {})
-            notes = "; ".join(n for n in ((e or {}).get("note"), (s or {}).get("note")) if n)
+            udf = (s or {}).get("udf") or "-"
+            notes = "; ".join(
+                f"{r['impl']}: {r['note']}" for r in (e, lp, s) if r and r.get("note")
+            )
+            runs = sorted({r.get("run", "")[:16] for r in (s, lp, e) if r})
             lines.append(
-                f"| {name} | {cell(s)} | {cell(e)} | {_fmt((e or {}).get('build_seconds'))} | "
-                f"{ratio} | {rate(s)} | {rate(e)} | {_fmt((s or {}).get('peak_mb'), 0)} | "
-                f"{(s or e or {}).get('repeats', '-')} | {statuses or '-'} | {verified or '-'} | "
-                f"{_fmt(figures.get('control_messages'), 0)} | "
-                f"{_fmt(figures.get('held_back'), 0)} | {(s or e or {}).get('run', '')[:16]} | "
-                f"{notes} |"
+                f"| {name} | {udf} | {cell(s)} | {cell(lp)} | "
+                f"{_fmt((lp or {}).get('prep_seconds'))} | {cell(e)} | "
+                f"{ratio(secs(e), secs(lp))} | {ratio(secs(s), secs(lp))} | "
+                f"{rate(s)} | {rate(lp)} | {rate(e)} | {peak(s)} | {peak(lp)} | {peak(e)} | "
+                f"{(s or lp or e or {}).get('repeats', '-')} | {statuses or '-'} | "
+                f"{verified or '-'} | {_fmt(figures.get('control_messages'), 0)} | "
+                f"{_fmt(figures.get('held_back'), 0)} | {', '.join(runs)} | {notes} |"
             )
         lines.append("")
     profiles = payload.get("profiles", {})
     if profiles:
-        lines += ["### engine profiles (cProfile, own time)", ""]
+        lines += ["### reference engine profiles (cProfile, own time)", ""]
         for key, prof in profiles.items():
             state = "" if prof["complete"] else ", capped: partial"
             lines += [f"`{key}` ({prof['seconds']} s under the profiler{state}):", ""]

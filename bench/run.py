@@ -235,7 +235,20 @@ def save(results: list[Result]) -> None:
         "results": [asdict(r) for r in results],
     }
     (HERE / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
-    (HERE / "results.md").write_text(render(payload))
+    md = HERE / "results.md"
+    kept = _other_sections(md.read_text()) if md.exists() else ""
+    md.write_text(render(payload) + ("\n" + kept if kept else ""))
+
+
+STAGES = ("generate", "ingest")
+
+
+def _other_sections(text: str) -> str:
+    """The `## ...` sections of results.md that other scripts write (bench/replay.py's
+    `## replay`): kept as they are when this script rewrites its own."""
+    parts = text.split("\n## ")[1:]
+    kept = [part for part in parts if part.split("\n", 1)[0].strip() not in STAGES]
+    return "".join(f"## {part.rstrip()}\n\n" for part in kept).rstrip("\n") + "\n" if kept else ""
 
 
 def render(payload: dict) -> str:
@@ -249,7 +262,7 @@ def render(payload: dict) -> str:
         "baseline's time divided by Spark's (above 1: Spark is faster).",
         "",
     ]
-    for stage in ("generate", "ingest"):
+    for stage in STAGES:
         lines += [
             f"## {stage}",
             "",
