@@ -301,18 +301,23 @@ def _units_clocks(
     length: np.ndarray,
     send_event: np.ndarray,
     out_rows: np.ndarray,
+    out_pos: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     units = unit_row.shape[0] - 1
     wanted = out_rows.shape[0]
     out_unit = np.searchsorted(unit_row, out_rows, side="right") - 1
     offsets = np.zeros(wanted + 1, dtype=np.int64)
+    in_order = True
     for i in range(wanted):
         u = out_unit[i]
-        offsets[i + 1] = offsets[i] + unit_proc[u + 1] - unit_proc[u]
+        offsets[out_pos[i] + 1] = unit_proc[u + 1] - unit_proc[u]
+        in_order = in_order and out_pos[i] == i
+    for i in range(wanted):
+        offsets[i + 1] += offsets[i]
     lamport = np.empty(wanted, dtype=np.int64)
     ok = np.ones(units, dtype=np.bool_)
-    # one unit whose every row is wanted (a large trace) keeps the kernel's own buffer
-    whole = units == 1 and wanted == unit_row[units] - unit_row[0]
+    # one unit whose every row is wanted in order (a large trace) keeps the kernel's buffer
+    whole = units == 1 and in_order and wanted == unit_row[units] - unit_row[0]
     flat = np.empty(0 if whole else offsets[wanted], dtype=np.int32)
     lo = 0
     for u in range(units):
@@ -352,8 +357,9 @@ def _units_clocks(
         else:
             for i in range(lo, hi):
                 e = out_rows[i] - r0
-                lamport[i] = lam[e]
-                flat[offsets[i] : offsets[i + 1]] = vc[e]
+                at = out_pos[i]
+                lamport[at] = lam[e]
+                flat[offsets[at] : offsets[at + 1]] = vc[e]
         lo = hi
     return flat, offsets, lamport, ok
 
@@ -372,6 +378,7 @@ def units_clocks_at(
     length: np.ndarray,
     send_event: np.ndarray,
     out_rows: np.ndarray,
+    out_pos: np.ndarray | None = None,
 ) -> UnitsClocks:
     """Clocks of some rows of many independent units (whole components), in one call.
 
@@ -382,8 +389,10 @@ def units_clocks_at(
     process). send_event: for a receive, the row of its send (in the same unit),
     -1 elsewhere. out_rows: the rows wanted, ascending; only the units they fall
     in are computed, each over all its rows (a row's clocks need its causal past).
-    A unit with a causal cycle gets ok False (its clocks are meaningless); run
-    `group_clocks` on it for a witness.
+    out_pos: where each wanted row goes in the output (a permutation of
+    0..len(out_rows)-1; in order when not given), so a caller need not reorder
+    its rows to match. A unit with a causal cycle gets ok False (its clocks are
+    meaningless); run `group_clocks` on it for a witness.
     """
     unit_row = unit_row.astype(np.int64)
     unit_proc = unit_proc.astype(np.int64)
@@ -397,8 +406,15 @@ def units_clocks_at(
         np.any(np.diff(out_rows) <= 0) or out_rows[0] < 0 or out_rows[-1] >= unit_row[-1]
     ):
         raise GroupShapeError("out_rows must be distinct rows of the units, ascending")
+    if out_pos is None:
+        out_pos = np.arange(len(out_rows), dtype=np.int64)
+    out_pos = out_pos.astype(np.int64)
+    if len(out_pos) != len(out_rows) or not np.array_equal(
+        np.bincount(out_pos, minlength=len(out_rows)), np.ones(len(out_rows), dtype=np.int64)
+    ):
+        raise GroupShapeError("out_pos must be a permutation of the wanted rows' indices")
     vc, offsets, lamport, ok = _units_clocks(
-        unit_row, unit_proc, start, length, send_event.astype(np.int64), out_rows
+        unit_row, unit_proc, start, length, send_event.astype(np.int64), out_rows, out_pos
     )
     return UnitsClocks(vc, offsets, lamport, ok)
 

@@ -515,11 +515,13 @@ def _ragged_lists(values: np.ndarray, offsets: np.ndarray, valid: np.ndarray) ->
     return pa.chunked_array(chunks, VC_ARROW)
 
 
-def _unit_keys(table: pa.Table) -> pa.Array:
-    """One string per row naming its unit (trace, component)."""
-    return pc.binary_join_element_wise(
-        table.column(C.TRACE_ID), pc.cast(table.column(COMPONENT), pa.string()), "\x1f"
-    )
+def _unit_codes(table: pa.Table, traces: pa.Array, components: int) -> pa.Array:
+    """Per row, an int64 naming its unit (trace, component): the trace's index in `traces`
+    times `components`, plus the component; null where the trace is not in `traces`.
+    Integers rather than joined strings: hashing and comparing them is what a batch of
+    many small traces spends its fixed cost on."""
+    trace = pc.index_in(table.column(C.TRACE_ID), value_set=traces).cast(pa.int64())
+    return pc.add(pc.multiply(trace, components), table.column(COMPONENT).cast(pa.int64()))
 
 
 def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
@@ -529,35 +531,31 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
     `links` are *all* the receive links of those units (a unit split into output parts
     sends its links to every part). The kernel runs over every row of each unit, laid
     out from the counts, unit after unit in one compiled call (a small trace costs
-    microseconds, not a Python group of its own); only the given events are returned.
-    A unit with a causal cycle gets null clocks.
+    microseconds, not a Python group of its own); only the given events are returned,
+    in the order they came (the kernel writes each row's clocks where it belongs, so the
+    string columns are never reordered). A unit with a causal cycle gets null clocks.
     """
     out_names = [f.name for f in _events_output_schema().fields]
     keep = [name for name in out_names if name not in (C.LAMPORT, C.VC)]
     if len(events) == 0:
         return _arrow(_events_output_schema()).empty_table()
-    order = pc.sort_indices(
-        events,
-        [(C.TRACE_ID, "ascending"), (COMPONENT, "ascending"), (C.PIDX, "ascending"),
-         (C.LSEQ, "ascending")],
-    )  # fmt: skip
-    events = events.take(order)
-    rows = len(events)
-    keys = _unit_keys(events)
-    first_of_unit = np.ones(rows, dtype=bool)
-    if rows > 1:
-        first_of_unit[1:] = pc.not_equal(keys.slice(1), keys.slice(0, rows - 1)).to_numpy(
-            zero_copy_only=False
-        )
-    firsts = np.flatnonzero(first_of_unit)
-    unit_of_row = np.cumsum(first_of_unit) - 1
-    unit_n = _int_column(events, N_PROCS)[firsts]
-    unit_proc = np.zeros(len(unit_n) + 1, dtype=np.int64)
+    if events.column(COMPONENT).null_count or pc.min(events.column(COMPONENT)).as_py() < 0:
+        raise ValueError("an event has no component (or a negative one)")
+    components = int(pc.max(events.column(COMPONENT)).as_py()) + 1
+    traces = pc.unique(events.column(C.TRACE_ID))
+    found_units = pc.dictionary_encode(_unit_codes(events, traces, components)).combine_chunks()
+    unit_of_row = found_units.indices.to_numpy().astype(np.int64)
+    units = len(found_units.dictionary)
+    unit_n = np.zeros(units, dtype=np.int64)
+    unit_n[unit_of_row] = _int_column(events, N_PROCS)
+    unit_proc = np.zeros(units + 1, dtype=np.int64)
     np.cumsum(unit_n, out=unit_proc[1:])
     proc = unit_proc[unit_of_row] + _int_column(events, C.PIDX)
     lseq = _int_column(events, C.LSEQ)
     # links of units with no event here (a part that got none of a small process) are unused
-    unit_of_link = pc.index_in(_unit_keys(links), value_set=keys.take(pa.array(firsts)))
+    unit_of_link = pc.index_in(
+        _unit_codes(links, traces, components), value_set=found_units.dictionary
+    )
     used = pc.is_valid(unit_of_link)
     links = links.filter(used)
     link_unit = unit_of_link.filter(used).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -576,10 +574,14 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
     np.maximum.at(length, send_proc, send_lseq)
     start = np.zeros(len(length), dtype=np.int64)
     np.cumsum(length[:-1], out=start[1:])
-    if rows > 1 and np.any((np.diff(proc) == 0) & (np.diff(lseq) <= 0)):
-        raise ValueError("two events of a batch have the same (trace, component, pidx, lseq)")
     if np.any(lseq < 1) or np.any(recv_lseq < 1) or np.any(send_lseq < 1):
         raise ValueError("an event or a receive link has an lseq below 1")
+    rows = start[proc] + lseq - 1
+    # stable: events mostly arrive in (process, lseq) runs, which timsort merges cheaply
+    out_pos = np.argsort(rows, kind="stable")
+    out_rows = rows[out_pos]
+    if len(out_rows) > 1 and np.any(np.diff(out_rows) == 0):
+        raise ValueError("two events of a batch have the same (trace, component, pidx, lseq)")
     send_event = np.full(int(length.sum()), -1, dtype=np.int64)
     send_event[start[recv_proc] + recv_lseq - 1] = start[send_proc] + send_lseq - 1
     found = units_clocks_at(
@@ -587,7 +589,8 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
         unit_proc,
         length,
         send_event,
-        start[proc] + lseq - 1,
+        out_rows,
+        out_pos,
     )
     valid = found.ok[unit_of_row]
     return (

@@ -156,18 +156,35 @@ def ping_pong(trace_id: str, messages: int) -> Trace:
             lseq[p] += 1
             trace.events.append(
                 {
-                    "trace_id": trace_id, "process": p, "pidx": 0 if p == "a" else 1,
-                    "lseq": lseq[p], "kind": kind, "ts": float(i), "label": None,
-                    "n_msgs": 1 if kind == "send" else 0, "seq": lseq[p], "source": "pp",
-                    "line": len(trace.events) + 1, "lamport": None, "vc": None,
+                    "trace_id": trace_id,
+                    "process": p,
+                    "pidx": 0 if p == "a" else 1,
+                    "lseq": lseq[p],
+                    "kind": kind,
+                    "ts": float(i),
+                    "label": None,
+                    "n_msgs": 1 if kind == "send" else 0,
+                    "seq": lseq[p],
+                    "source": "pp",
+                    "line": len(trace.events) + 1,
+                    "lamport": None,
+                    "vc": None,
                 }
             )
         trace.messages.append(
             {
-                "trace_id": trace_id, "msg_id": f"m{i}", "src": src, "dst": dst,
-                "src_pidx": 0 if src == "a" else 1, "dst_pidx": 0 if dst == "a" else 1,
-                "send_lseq": lseq[src], "recv_lseq": lseq[dst], "send_ts": None,
-                "recv_ts": None, "size_bytes": 0, "status": "delivered",
+                "trace_id": trace_id,
+                "msg_id": f"m{i}",
+                "src": src,
+                "dst": dst,
+                "src_pidx": 0 if src == "a" else 1,
+                "dst_pidx": 0 if dst == "a" else 1,
+                "send_lseq": lseq[src],
+                "recv_lseq": lseq[dst],
+                "send_ts": None,
+                "recv_ts": None,
+                "size_bytes": 0,
+                "status": "delivered",
             }
         )
     return trace
@@ -217,8 +234,10 @@ def test_components_are_computed_and_independent(
 ) -> None:
     traces, events, messages = random_set
     result = with_clocks(events, messages, ENGINES["per_trace"])
-    status = {r.trace_id: r for r in trace_clock_status(
-        result.events, events, messages, result.plan).collect()}
+    status = {
+        r.trace_id: r
+        for r in trace_clock_status(result.events, events, messages, result.plan).collect()
+    }
     for trace in traces:
         graph = nx.Graph()
         graph.add_nodes_from(trace.lengths())
@@ -234,8 +253,9 @@ def test_components_by_joins_take_few_rounds_on_a_long_ring(spark: SparkSession)
         [("ring", i, (i + 1) % n) for i in range(n)] + [("two", 0, 1)],
         "trace_id string, src_pidx int, dst_pidx int",
     )
-    vertices = vertices.unionByName(spark.createDataFrame([("two", 0), ("two", 1), ("two", 2)],
-                                                          "trace_id string, pidx int"))
+    vertices = vertices.unionByName(
+        spark.createDataFrame([("two", 0), ("two", 1), ("two", 2)], "trace_id string, pidx int")
+    )
     found = connected_components(vertices, edges, backend="joins")
     labels = {(r.trace_id, r.pidx): r.component for r in found.labels.collect()}
     assert all(labels[("ring", i)] == 0 for i in range(n))
@@ -251,8 +271,10 @@ def test_components_in_memory_per_trace_equal_the_joins(spark: SparkSession, see
     for t in range(60):
         present = [p for p in range(rng.randint(1, 30)) if rng.random() < 0.9] or [0]
         vertices += [(f"t{t}", p) for p in present]
-        edges += [(f"t{t}", rng.choice(present), rng.choice(present))
-                  for _ in range(rng.randint(0, len(present)))]
+        edges += [
+            (f"t{t}", rng.choice(present), rng.choice(present))
+            for _ in range(rng.randint(0, len(present)))
+        ]
     v = spark.createDataFrame(vertices, "trace_id string, pidx int")
     e = spark.createDataFrame(edges, "trace_id string, src_pidx int, dst_pidx int")
     joins = connected_components(v, e, backend="joins")
@@ -430,6 +452,30 @@ def test_output_parts_return_the_whole_units_rows(parts: int) -> None:
         for e in t.events
         for k in range(parts)
     )
+
+
+@pytest.mark.parametrize("seed", [0, 1], ids=["seed-0", "seed-1"])
+def test_batch_returns_rows_in_the_order_given(seed: int) -> None:
+    """The kernel writes each row's clocks at the row's own position: events given in any
+    order (several units interleaved, a cyclic one among them) come back in that order,
+    each with the clocks it gets when the batch is given sorted."""
+    rng = random.Random(seed)
+    traces = [random_trace(rng, f"o{i}", rng.randint(2, 6), rng.randint(5, 60)) for i in range(6)]
+    traces = [t for t in traces if t.events] + [_cyclic_trace()]
+    events, links = _batch_tables(traces)
+    order = list(range(len(events)))
+    rng.shuffle(order)
+    shuffled = events.take(pa.array(order))
+    got = _batch_clocks(shuffled, links)
+    key = ["trace_id", "pidx", "lseq"]
+    assert got.select(key).to_pylist() == shuffled.select(key).to_pylist()
+    expected = {
+        (r["trace_id"], r["pidx"], r["lseq"]): (r["lamport"], r["vc"])
+        for r in _batch_clocks(events, links).to_pylist()
+    }
+    assert [(r["lamport"], r["vc"]) for r in got.to_pylist()] == [
+        expected[(r["trace_id"], r["pidx"], r["lseq"])] for r in got.to_pylist()
+    ]
 
 
 @pytest.mark.parametrize("parts", [2, 3], ids=["2-parts", "3-parts"])
