@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 from numba import njit, types
 from numba.core import caching
+from numba.experimental import structref
 from numba.extending import overload
 from numba.typed import Dict, List
 
@@ -127,6 +128,97 @@ Eng = namedtuple(
     "pc state now pend_head pend_tail pend_count pnext pprev "
     "rdy_head rdy_tail rnext cnt hf hi chan_last scratch ex_p ex_what ex_val default_latency",
 )
+
+
+# The loop's functions take the trace and the engine state as StructRefs: one pointer per
+# call. As namedtuples of some 50 arrays they were passed member by member, hundreds of
+# machine words per call, which cost more than the work of an event. Python keeps the
+# namedtuples above (same arrays, so the loop's writes show there).
+
+
+@structref.register
+class _LayoutType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class LayoutRef(structref.StructRefProxy):  # type: ignore[misc]
+    """The `Layout` as the loop sees it."""
+
+
+@structref.register
+class _EngType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class EngRef(structref.StructRefProxy):  # type: ignore[misc]
+    """The engine state (`Eng`) as the loop sees it."""
+
+
+structref.define_proxy(LayoutRef, _LayoutType, list(Layout._fields))
+structref.define_proxy(EngRef, _EngType, list(Eng._fields))
+
+
+@njit(cache=True)
+def _layout_ref(lay):  # type: ignore[no-untyped-def]
+    return LayoutRef(
+        lay.n,
+        lay.ev_start,
+        lay.kind,
+        lay.lseq,
+        lay.lamport,
+        lay.gap,
+        lay.copy_start,
+        lay.copy_msg,
+        lay.take,
+        lay.src,
+        lay.dst,
+        lay.send_lseq,
+        lay.recv_lseq,
+        lay.latency,
+        lay.arrival,
+        lay.rec_send,
+        lay.rec_recv,
+        lay.ch_keys,
+        lay.ch_lat,
+        lay.trace_lat,
+        lay.start,
+    )
+
+
+@njit(cache=True)
+def _eng_ref(eng):  # type: ignore[no-untyped-def]
+    return EngRef(
+        eng.flags,
+        eng.send_t,
+        eng.post_t,
+        eng.arr_t,
+        eng.del_t,
+        eng.take_t,
+        eng.taken_by,
+        eng.pig,
+        eng.pc,
+        eng.state,
+        eng.now,
+        eng.pend_head,
+        eng.pend_tail,
+        eng.pend_count,
+        eng.pnext,
+        eng.pprev,
+        eng.rdy_head,
+        eng.rdy_tail,
+        eng.rnext,
+        eng.cnt,
+        eng.hf,
+        eng.hi,
+        eng.chan_last,
+        eng.scratch,
+        eng.ex_p,
+        eng.ex_what,
+        eng.ex_val,
+        eng.default_latency,
+    )
 
 
 @dataclass
@@ -955,7 +1047,7 @@ def replay_compiled(
         return _result(trace, None, cls, state, STATUS_NOT_APPLICABLE, reason, None)
     flags = (cls.causal, fifo_transport, cls.point_to_point, selective)
     eng = _new_engine(trace, flags, default_latency)
-    run_loop(state, eng, trace.layout)
+    run_loop(state, _eng_ref(eng), _layout_ref(trace.layout))
     lay = trace.layout
     pc = eng.pc
     length = np.diff(lay.ev_start)
