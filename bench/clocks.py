@@ -64,6 +64,7 @@ from causal_spark.sinks import Warehouse
 
 HERE = Path(__file__).resolve().parent
 SCRATCH = HERE / "out" / "clocks"
+NOTES_MARKER = "<!-- notes: kept by bench/clocks.py -->"
 
 
 # ------------------------------------------------------------------------- set-up (not timed)
@@ -483,7 +484,10 @@ def save(results: list[Result]) -> None:
         "results": earlier + [dataclasses.asdict(r) for r in results],
     }
     (HERE / "clocks.json").write_text(json.dumps(payload, indent=1) + "\n")
-    (HERE / "clocks.md").write_text(render(payload))
+    markdown = HERE / "clocks.md"
+    # hand-written notes below the marker (runs made outside this script) are kept
+    notes = markdown.read_text().partition(NOTES_MARKER)[2] if markdown.exists() else ""
+    markdown.write_text(render(payload) + (NOTES_MARKER + notes if notes else ""))
 
 
 def render(payload: dict) -> str:
