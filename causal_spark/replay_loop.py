@@ -139,30 +139,30 @@ Eng = namedtuple(
 @structref.register
 class _LayoutType(types.StructRef):
     def preprocess_fields(self, fields: Any) -> Any:
-        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
 
 
-class LayoutRef(structref.StructRefProxy):  # type: ignore[misc]
+class LayoutRef(structref.StructRefProxy):
     """The `Layout` as the loop sees it."""
 
 
 @structref.register
 class _EngType(types.StructRef):
     def preprocess_fields(self, fields: Any) -> Any:
-        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
 
 
-class EngRef(structref.StructRefProxy):  # type: ignore[misc]
+class EngRef(structref.StructRefProxy):
     """The engine state (`Eng`) as the loop sees it."""
 
 
-structref.define_proxy(LayoutRef, _LayoutType, list(Layout._fields))
-structref.define_proxy(EngRef, _EngType, list(Eng._fields))
+structref.define_proxy(LayoutRef, _LayoutType, list(Layout._fields))  # type: ignore[no-untyped-call]
+structref.define_proxy(EngRef, _EngType, list(Eng._fields))  # type: ignore[no-untyped-call]
 
 
 @njit(cache=True)
 def _layout_ref(lay):  # type: ignore[no-untyped-def]
-    return LayoutRef(
+    return LayoutRef(  # type: ignore[no-untyped-call]
         lay.n,
         lay.ev_start,
         lay.kind,
@@ -189,7 +189,7 @@ def _layout_ref(lay):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _eng_ref(eng):  # type: ignore[no-untyped-def]
-    return EngRef(
+    return EngRef(  # type: ignore[no-untyped-call]
         eng.flags,
         eng.send_t,
         eng.post_t,
