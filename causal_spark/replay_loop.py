@@ -755,6 +755,27 @@ def bypass(eng, lay, m):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def queue_append(head, tail, nxt, p, m):  # type: ignore[no-untyped-def]
+    """Append m to p's FIFO queue, a linked list over message indices (head/tail per process)."""
+    nxt[m] = -1
+    if tail[p] >= 0:
+        nxt[tail[p]] = m
+    else:
+        head[p] = m
+    tail[p] = m
+
+
+@njit(cache=True)
+def queue_pop(head, tail, nxt, p):  # type: ignore[no-untyped-def]
+    """Remove and return the first message of p's queue (which must not be empty)."""
+    m = head[p]
+    head[p] = nxt[m]
+    if head[p] < 0:
+        tail[p] = -1
+    return m
+
+
+@njit(cache=True)
 def _unlink_pending(eng, p, m):  # type: ignore[no-untyped-def]
     before = eng.pprev[m]
     after = eng.pnext[m]
@@ -790,12 +811,9 @@ def _take(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def _try_take(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     if not eng.flags[F_SELECTIVE]:
-        m = eng.rdy_head[p]
-        if m < 0:
-            return False
-        eng.rdy_head[p] = eng.rnext[m]
         if eng.rdy_head[p] < 0:
-            eng.rdy_tail[p] = -1
+            return False
+        m = queue_pop(eng.rdy_head, eng.rdy_tail, eng.rnext, p)
         _take(st, eng, lay, p, m, t)
         return True
     recorded = lay.take[lay.ev_start[p] + eng.pc[p]]
@@ -834,12 +852,7 @@ def notify(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
                 if skip or _deliverable(st, eng, lay, p, m):
                     _unlink_pending(eng, p, m)
                     eng.del_t[m] = t
-                    eng.rnext[m] = -1
-                    if eng.rdy_tail[p] >= 0:
-                        eng.rnext[eng.rdy_tail[p]] = m
-                    else:
-                        eng.rdy_head[p] = m
-                    eng.rdy_tail[p] = m
+                    queue_append(eng.rdy_head, eng.rdy_tail, eng.rnext, p, m)
                     if not skip:
                         _delivered(st, eng, lay, p, m, t)
                         _settle(st, eng, lay, p, t)

@@ -30,7 +30,14 @@ import numpy as np
 from numba import njit
 
 from causal_spark.protocols.base import Protocol, bool_param
-from causal_spark.replay_loop import F_SELECTIVE, CompiledTrace, control, post
+from causal_spark.replay_loop import (
+    F_SELECTIVE,
+    CompiledTrace,
+    control,
+    post,
+    queue_append,
+    queue_pop,
+)
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -121,10 +128,7 @@ def _post(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
         st.outstanding[p] == 0
         or (st.no_wait[0] != 0 and lay.dst[st.out_head[p]] == st.last_receiver[p])
     ):
-        m = st.out_head[p]
-        st.out_head[p] = st.out_next[m]
-        if st.out_head[p] < 0:
-            st.out_tail[p] = -1
+        m = queue_pop(st.out_head, st.out_tail, st.out_next, p)
         st.outstanding[p] += 1
         st.last_receiver[p] = lay.dst[m]
         post(eng, lay, m, p, t, 0)
@@ -133,12 +137,7 @@ def _post(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     for m in own:
-        st.out_next[m] = -1
-        if st.out_tail[p] >= 0:
-            st.out_next[st.out_tail[p]] = m
-        else:
-            st.out_head[p] = m
-        st.out_tail[p] = m
+        queue_append(st.out_head, st.out_tail, st.out_next, p, m)
     _post(st, eng, lay, p, t)
     return True
 

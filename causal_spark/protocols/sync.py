@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from causal_spark.protocols.base import Protocol
-from causal_spark.replay_loop import CompiledTrace, control, post, resume
+from causal_spark.replay_loop import CompiledTrace, control, post, queue_append, queue_pop, resume
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -92,13 +92,10 @@ def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, st
 @njit(cache=True)
 def _next(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     """Post p's next queued copy, or end p's send event when none is left (as `Sync._next`)."""
-    m = st.q_head[p]
-    if m < 0:
+    if st.q_head[p] < 0:
         resume(eng, lay, p, t)
         return
-    st.q_head[p] = st.q_next[m]
-    if st.q_head[p] < 0:
-        st.q_tail[p] = -1
+    m = queue_pop(st.q_head, st.q_tail, st.q_next, p)
     st.posted_at[m] = t
     post(eng, lay, m, p, t, 0)  # a lost copy never arrives: the sender waits for ever
 
@@ -106,12 +103,7 @@ def _next(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     for m in own:
-        st.q_next[m] = -1
-        if st.q_tail[p] >= 0:
-            st.q_next[st.q_tail[p]] = m
-        else:
-            st.q_head[p] = m
-        st.q_tail[p] = m
+        queue_append(st.q_head, st.q_tail, st.q_next, p, m)
     _next(st, eng, lay, p, t)
     return False
 
