@@ -513,9 +513,11 @@ def main() -> int:
             record(ref)
 
             if name in profiled and index == 0:
-                profiles[f"{case.name}/{name}"] = profile_reference(
-                    traces, name, request, args.profile_cap
-                )
+                profiles[f"{case.name}/{name}"] = {
+                    **profile_reference(traces, name, request, args.profile_cap),
+                    "run": started,
+                    "commit": commit,
+                }
                 save(results, profiles)
 
             # the compiled loop alone, capped
@@ -822,7 +824,12 @@ def render(payload: dict) -> str:
         lines += ["### reference engine profiles (cProfile, own time)", ""]
         for key, prof in profiles.items():
             state = "" if prof["complete"] else ", capped: partial"
-            lines += [f"`{key}` ({prof['seconds']} s under the profiler{state}):", ""]
+            when = (
+                f"run {str(prof['run'])[:16]}, commit {prof['commit']}"
+                if prof.get("run")
+                else "an earlier run: the engine measured is older"
+            )
+            lines += [f"`{key}` ({prof['seconds']} s under the profiler{state}; {when}):", ""]
             lines += ["| share | own s | calls | function |", "|---:|---:|---:|---|"]
             for row in prof["top"][:8]:
                 lines.append(f"| {row['share']:.1%} | {row['tottime']:.2f} | {row['calls']:,} | "
