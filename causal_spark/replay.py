@@ -330,19 +330,15 @@ def _deliveries_batch(
 
 
 def _floats(column: Sequence[float | bool | None] | np.ndarray) -> pa.Array:
-    """A float column with nulls: None (reference engine) or NaN (compiled loop)."""
-    if isinstance(column, np.ndarray):
-        values = column.astype(np.float64)
-        return pa.array(values, mask=np.isnan(values))
-    return pa.array([None if v is None else float(v) for v in column], pa.float64())
+    """A float column of the compiled loop's Run, NaN as null."""
+    values = np.asarray(column, dtype=np.float64)
+    return pa.array(values, mask=np.isnan(values))
 
 
 def _ints(column: Sequence[int | None] | np.ndarray) -> pa.Array:
-    """An integer column with nulls: None or -1 (a receive's lseq and piggybacks are >= 0)."""
-    if isinstance(column, np.ndarray):
-        values = column.astype(np.int64)
-        return pa.array(values, mask=values < 0)
-    return pa.array([None if v is None or v < 0 else v for v in column], pa.int64())
+    """An integer column of the compiled loop's Run, -1 as null (lseqs and counts are >= 0)."""
+    values = np.asarray(column, dtype=np.int64)
+    return pa.array(values, mask=values < 0)
 
 
 # ---------------------------------------------------------------------------------------------
