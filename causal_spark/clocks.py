@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,7 @@ from causal_spark.clock_kernel import (
 )
 from causal_spark.config import ClockSettings
 from causal_spark.graphs import COMPONENT, checkpoint, connected_components
+from causal_spark.sinks import FILES_SCHEMA, FileWriter
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +107,17 @@ class ClockResult:
     """Events with clocks, and the units (components) they were computed in.
 
     events: the `events` columns with `lamport` and `vc` (null for a component
-    with a causal cycle). plan: one row per (trace, process) with its
+    with a causal cycle). files: the same rows written by the tasks that compute
+    them, with the writer given (sinks.FileWriter); the DataFrame it returns names
+    the files (sinks.FILES_SCHEMA), and the vectors never enter the JVM.
+    plan: one row per (trace, process) with its
     component, N_p, the trace's n, the component's events and slabs (small,
     checkpointed).
     rounds: Spark rounds spent on components and on the clock passes.
     """
 
     events: DataFrame
+    files: Callable[[FileWriter], DataFrame]
     plan: DataFrame
     component_rounds: int
     clock_passes: int
@@ -886,15 +892,19 @@ def with_clocks(
     batches = _n_batches(
         events.sparkSession, settings, shape["whole_events"] or 0, shape["whole_units"]
     )
-    whole = _batch_pass(
-        keyed.where(~split),
-        receives.where(~split),
-        batches,
-        settings.slab_events,
-        settings.output_parts,
-    )
+
+    def whole(writer: FileWriter | None) -> DataFrame:
+        return _batch_pass(
+            keyed.where(~split),
+            receives.where(~split),
+            batches,
+            settings.slab_events,
+            settings.output_parts,
+            writer,
+        )
+
     if (shape[N_SLABS] or 1) == 1:
-        return ClockResult(whole, info, component_rounds, 1)
+        return ClockResult(whole(None), whole, info, component_rounds, 1)
 
     slab_events = keyed.where(split).select(*GROUP, C.PIDX, C.LSEQ, PROC_EVENTS, N_SLABS, N_PROCS)
     crossing = receives.where(F.col(PEER_SLAB) != F.col(SLAB))
@@ -957,8 +967,11 @@ def with_clocks(
         .join(F.broadcast(bad_units.withColumn(INVALID, F.lit(True))), UNIT, "left")
         .withColumn(INVALID, F.coalesce(F.col(INVALID), F.lit(False)))
     )
-    clocked = _exact_pass(flagged, links).unionByName(whole)
-    return ClockResult(clocked, info, component_rounds, 3)
+
+    def clocked(writer: FileWriter | None) -> DataFrame:
+        return _exact_pass(flagged, links, writer).unionByName(whole(writer))
+
+    return ClockResult(clocked(None), clocked, info, component_rounds, 3)
 
 
 def _n_batches(spark: SparkSession, settings: ClockSettings, events: int, units: int) -> int:
@@ -1010,8 +1023,27 @@ def _group_keys(spark: SparkSession, batches: int, parts: int) -> list[int]:
     return keys
 
 
+def _output(
+    clocks: Callable[[pa.Table, pa.Table], pa.Table], writer: FileWriter | None
+) -> tuple[Callable[[pa.Table, pa.Table], pa.Table], T.StructType]:
+    """A cogrouped clocks function and its output schema: the events it returns, or, given a
+    writer, the rows naming the file it wrote them to."""
+    if writer is None:
+        return clocks, _events_output_schema()
+
+    def write(events: pa.Table, links: pa.Table) -> pa.Table:
+        return writer.write(clocks(events, links))
+
+    return write, FILES_SCHEMA
+
+
 def _batch_pass(
-    keyed: DataFrame, receives: DataFrame, batches: int, part_events: int, max_parts: int
+    keyed: DataFrame,
+    receives: DataFrame,
+    batches: int,
+    part_events: int,
+    max_parts: int,
+    writer: FileWriter | None = None,
 ) -> DataFrame:
     """Per-trace engine: whole units, many per group (hash of the unit into `batches`).
 
@@ -1038,15 +1070,15 @@ def _batch_pass(
     return (
         unit_events.groupBy(GROUP_KEY)
         .cogroup(links.groupBy(GROUP_KEY))
-        .applyInArrow(_batch_clocks, _events_output_schema())
+        .applyInArrow(*_output(_batch_clocks, writer))
     )
 
 
-def _exact_pass(keyed: DataFrame, links: DataFrame) -> DataFrame:
+def _exact_pass(keyed: DataFrame, links: DataFrame, writer: FileWriter | None) -> DataFrame:
     return (
         keyed.groupBy(*GROUP)
         .cogroup(links.groupBy(*GROUP))
-        .applyInArrow(_exact_slab_clocks, _events_output_schema())
+        .applyInArrow(*_output(_exact_slab_clocks, writer))
     )
 
 

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from causal_spark import tables
 from causal_spark.app.cli import run as run_cli
 from causal_spark.app.runs import run_job
 from causal_spark.app.stages import clocks_stage, ingest_stage
-from causal_spark.config import Config
-from causal_spark.sinks import Warehouse, WarehouseError
+from causal_spark.clocks import with_clocks
+from causal_spark.config import ClockSettings, Config
+from causal_spark.sinks import FILES_SCHEMA, FileWriter, Warehouse, WarehouseError
 from tests.conftest import read_delta
 
 DATA = ["events", "messages", "quarantine"]
@@ -227,3 +232,106 @@ def test_clocks_command_rewrites_events_of_an_ingested_warehouse(
               .to_pylist()}
     assert status.pop("causal_cycle") == "INVALID" and set(status.values()) == {"ok"}
     assert len(read_delta(tmp_path / "wh" / "matrix_clocks")) == 52
+
+
+# --- stage_through: files written by the tasks that compute the rows ------------------------
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        ClockSettings(engine="per_trace", slab_events=20, output_parts=2),
+        ClockSettings(engine="distributed", slab_events=5),
+    ],
+    ids=["per_trace", "distributed"],
+)
+def test_events_written_by_tasks_equal_sparks_write(
+    spark: SparkSession, config: Config, tmp_path: Path, settings: ClockSettings
+) -> None:
+    _ingest(spark, config, tmp_path / "in", ["data-samples"])
+    source = Warehouse(spark, tmp_path / "in", "deltalake")
+    result = with_clocks(source.read("events"), source.read("messages"), settings)
+    by_spark = Warehouse(spark, tmp_path / "spark", "deltalake")
+    by_tasks = Warehouse(spark, tmp_path / "tasks", "deltalake")
+    with by_spark.transaction("a") as txn:
+        txn.stage("events", result.events)
+        txn.commit()
+    with by_tasks.transaction("b") as txn:
+        staged = txn.stage_through("events", result.files)
+        assert txn.staged_rows("events") == 56
+        txn.commit()
+    # the same table, read back by Spark and by delta-rs
+    assert_df_equality(by_tasks.read("events"), by_spark.read("events"), ignore_row_order=True)
+    assert_df_equality(staged, by_spark.read("events"), ignore_row_order=True)
+    assert _sorted("events", tmp_path / "tasks") == _sorted("events", tmp_path / "spark")
+    assert sum(e["vc"] is None for e in read_delta(tmp_path / "tasks" / "events").to_pylist()) == 4
+    # the files themselves have the schema Spark's writer gives them
+    files = {name: sorted((tmp_path / name / "events").rglob("*.parquet")) for name in ("spark", "tasks")}
+    assert len(files["tasks"]) >= 2  # written by several tasks
+    spark_schema = pq.read_schema(files["spark"][0]).remove_metadata()
+    for file in files["tasks"]:
+        assert pq.read_schema(file).remove_metadata().equals(spark_schema)
+    group = pq.ParquetFile(files["tasks"][0]).metadata.row_group(0)
+    leaves = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    assert not leaves["vc.list.element"].has_dictionary_page
+    assert leaves["trace_id"].has_dictionary_page
+
+
+def test_file_writer_refuses_a_null_the_schema_forbids(tmp_path: Path) -> None:
+    writer = FileWriter("events", str(tmp_path / "out"))
+    rows = pa.Table.from_pylist(
+        [{f.name: None for f in tables.arrow_schema("events")}],
+        schema=tables.to_arrow(tables.udf_schema("events")),
+    )
+    with pytest.raises(ValueError, match=r"events\.trace_id must not be null"):
+        writer.write(rows)
+    with pytest.raises(tables.SchemaMismatchError, match=r"needs columns \['vc'\]"):
+        writer.write(rows.drop_columns(["vc"]))
+    assert writer.write(rows.slice(0, 0)).num_rows == 0
+    assert not (tmp_path / "out").exists()  # nothing written for no rows
+
+
+def test_stage_through_commits_only_the_files_tasks_reported(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
+    _ingest(spark, config, tmp_path / "in", ["data-samples"])
+    source = Warehouse(spark, tmp_path / "in", "deltalake")
+    result = with_clocks(source.read("events"), source.read("messages"), config.clocks)
+    target = Warehouse(spark, tmp_path / "out", "deltalake")
+
+    def with_a_stray_file(writer: FileWriter) -> DataFrame:
+        # what a failed task attempt leaves behind: a file no returned row names
+        os.makedirs(writer.folder, exist_ok=True)
+        pq.write_table(pa.table({"x": [1]}), os.path.join(writer.folder, "part-stray.parquet"))
+        return result.files(writer)
+
+    with target.transaction("r") as txn:
+        txn.stage_through("events", with_a_stray_file)
+        txn.commit()
+    folder = next((tmp_path / "out" / "events" / "data").iterdir())
+    assert "part-stray.parquet" not in os.listdir(folder)
+    assert len(read_delta(tmp_path / "out" / "events")) == 56
+
+
+def test_a_task_writing_a_forbidden_null_fails_the_run_and_stages_nothing(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
+    _ingest(spark, config, tmp_path / "in", ["data-samples"])
+    source = Warehouse(spark, tmp_path / "in", "deltalake")
+    result = with_clocks(source.read("events"), source.read("messages"), config.clocks)
+    broken = result.events.withColumn("process", F.lit(None).cast("string"))
+    target = Warehouse(spark, tmp_path / "out", "deltalake")
+
+    def produce(writer: FileWriter) -> DataFrame:
+        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            yield from writer.write(pa.Table.from_batches(list(batches))).to_batches()
+
+        return broken.mapInArrow(write, FILES_SCHEMA)
+
+    with (
+        pytest.raises(Exception, match=r"events\.process must not be null"),
+        target.transaction("r") as txn,
+    ):
+        txn.stage_through("events", produce)
+    assert not target.exists("events")
+    assert not (tmp_path / "out" / "events").exists()

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 
 from causal_spark import tables
 from causal_spark.config import Config
-from causal_spark.sinks import RunTransaction, Warehouse
+from causal_spark.sinks import FileWriter, RunTransaction, Warehouse
 from causal_spark.sources import InputSet
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,13 @@ class StageContext:
         return self.warehouse.read(name)
 
     def stage(self, name: str, frame: DataFrame) -> DataFrame:
-        staged = self.txn.stage(name, frame)
+        return self._record(name, self.txn.stage(name, frame))
+
+    def stage_through(self, name: str, produce: Callable[[FileWriter], DataFrame]) -> DataFrame:
+        """Stage `name` from files its tasks write themselves (`RunTransaction.stage_through`)."""
+        return self._record(name, self.txn.stage_through(name, produce))
+
+    def _record(self, name: str, staged: DataFrame) -> DataFrame:
         self.outputs[name] = staged
         self.counts[name] = self.txn.staged_rows(name)
         return staged

@@ -72,7 +72,8 @@ def clocks_stage(matrix: bool = False) -> Stage:
         events = context.table(tables.EVENTS)
         messages = context.table(tables.MESSAGES)
         result = with_clocks(events, messages, settings)
-        clocked = context.stage(tables.EVENTS, result.events)
+        # the tasks that compute the vectors write them (they never cross into the JVM)
+        clocked = context.stage_through(tables.EVENTS, result.files)
         status = context.stage(
             tables.TRACE_CLOCKS, trace_clock_status(clocked, events, messages, result.plan)
         )
