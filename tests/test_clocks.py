@@ -19,7 +19,13 @@ from pyspark.sql import functions as F
 
 from causal_spark import tables
 from causal_spark.clock_kernel import CausalCycleError, units_clocks, vector_clocks
-from causal_spark.clocks import _batch_clocks, _group_keys, trace_clock_status, with_clocks
+from causal_spark.clocks import (
+    _batch_clocks,
+    _group_keys,
+    _slab_of,
+    trace_clock_status,
+    with_clocks,
+)
 from causal_spark.config import ClockSettings
 from causal_spark.graphs import connected_components
 from tests.conftest import SAMPLES
@@ -513,3 +519,24 @@ def test_group_keys_put_the_parts_of_a_unit_in_distinct_partitions(spark: SparkS
     for b in range(batches):
         for k in range(parts):
             assert where[keys[b * parts + k]] == (b + k) % partitions, (b, k)
+
+
+def test_slab_of_compiled_sum_counts_the_starts_like_the_array_filter(
+    spark: SparkSession,
+) -> None:
+    rng = random.Random(7)
+    rows = []
+    for _ in range(400):
+        starts = sorted(rng.sample(range(2, 60), rng.randint(0, 9)))
+        rows.append((rng.randint(1, 61), starts))
+    frame = spark.createDataFrame(rows, "lseq long, bounds array<long>")
+    lseq, bounds = F.col("lseq"), F.col("bounds")
+    counted = frame.select(
+        "lseq",
+        "bounds",
+        _slab_of(lseq, bounds, 9).alias("slab"),
+    )
+    filtered = frame.select("lseq", "bounds", _slab_of(lseq, bounds).alias("slab"))
+    assert_df_equality(counted, filtered, ignore_row_order=True, ignore_nullable=True)
+    by_hand = [(lseq_, starts, sum(b <= lseq_ for b in starts)) for lseq_, starts in rows]
+    assert sorted(tuple(r) for r in counted.collect()) == sorted(by_hand)
