@@ -477,14 +477,18 @@ def export_clocks(
     """`group_clocks` at `rows` only (vc, lamport, dist in the order of `rows`), bit for bit.
 
     rows: distinct event rows (in `proc`/`lseq` order) wanted, e.g. a slab's
-    export events. Memory is O(n * (n + entries)) for one rolling row per
-    process, plus the same per send whose receives in the group are not all
-    processed yet (at most the sends in flight of the traversal), plus the same
-    per wanted row, instead of `group_clocks`' O(events * (n + entries)). Raises
-    `CausalCycleError` with the same witness as `group_clocks`.
+    export events. It holds rows of n + entries values only for: each process
+    (its last processed event), each send whose receives in the group are not
+    all processed yet (the traversal's sends in flight: a few hundred in a
+    1.3 * 10^5-event time band of 256 processes, but up to every in-group send
+    if one process's sends all precede their receives), and each wanted row;
+    `group_clocks` holds one per event. Raises `CausalCycleError` with the same
+    witness as `group_clocks`.
     """
     start, first_lseq, length, send_event = _group_rows(proc, lseq, send_proc, send_lseq, n)
     rows = np.asarray(rows, dtype=np.int64)
+    if len(rows) and (rows.min() < 0 or rows.max() >= len(proc)):
+        raise GroupShapeError("rows must be distinct events of the group")
     export_of = np.full(len(proc), -1, dtype=np.int64)
     export_of[rows] = np.arange(len(rows))
     if not np.array_equal(export_of[rows], np.arange(len(rows))):
