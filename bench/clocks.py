@@ -180,7 +180,7 @@ def ping_pong_raw(messages: int) -> pa.Table:
 # ------------------------------------------------------------------------- baselines
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # without the GIL, the memory sampler thread sees its peak
 def reference_kernel(
     pidx: np.ndarray, send_row: np.ndarray, start: np.ndarray, n: int
 ) -> tuple[np.ndarray, np.ndarray]:
