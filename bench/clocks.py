@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import platform
 import shutil
@@ -76,10 +77,15 @@ NOTES_MARKER = "<!-- notes: kept by bench/clocks.py -->"
 # ------------------------------------------------------------------------- set-up (not timed)
 
 
-def _read(path: Path) -> pa.Table:
+def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
     return DeltaTable(str(path)).to_pyarrow_table(
-        filesystem=pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem())
+        columns=columns, filesystem=pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem())
     )
+
+
+# the events table's inputs: the Spark runs before have filled its `lamport` and `vc` (10 GB at
+# 10^7 x 256, beyond int32 list offsets when sorted), which the baselines compute themselves
+EVENT_INPUTS = [f.name for f in tables.arrow_schema(tables.EVENTS) if f.name not in ("lamport", "vc")]
 
 
 def build_tables(raw: pa.Table, warehouse: Path) -> int:
@@ -180,7 +186,7 @@ def ping_pong_raw(messages: int) -> pa.Table:
 # ------------------------------------------------------------------------- baselines
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # without the GIL, the memory sampler thread sees its peak
 def reference_kernel(
     pidx: np.ndarray, send_row: np.ndarray, start: np.ndarray, n: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -274,7 +280,7 @@ def kernel_inputs(events: pa.Table, messages: pa.Table) -> dict[str, np.ndarray 
 
 def baseline_single_process(warehouse: Path, out: Path) -> None:
     """Read both tables with delta-rs, run the reference kernel per trace, write events."""
-    events = _read(warehouse / "events").sort_by([("trace_id", "ascending")])
+    events = _read(warehouse / "events", EVENT_INPUTS).sort_by([("trace_id", "ascending")])
     messages = _read(warehouse / "messages").sort_by([("trace_id", "ascending")])
     parts = []
     ev_ids = events.column("trace_id").to_numpy(zero_copy_only=False)
@@ -287,17 +293,41 @@ def baseline_single_process(warehouse: Path, out: Path) -> None:
         vc, lamport = reference_kernel(
             inputs["pidx"], inputs["send_row"], inputs["start"], inputs["n"]
         )
-        rows, n = vc.shape
-        offsets = pa.array(np.arange(0, rows * n + 1, n, dtype=np.int32))
-        vectors = pa.ListArray.from_arrays(
-            offsets, pa.array(vc.reshape(-1)), type=pa.list_(pa.field("element", pa.int32()))
-        )
-        clocked = inputs["events"].drop_columns(["lamport", "vc"])  # type: ignore[union-attr]
+        vectors = _vector_chunks(vc)
+        clocked = inputs["events"]
         parts.append(
             clocked.append_column("lamport", pa.array(lamport)).append_column("vc", vectors)
         )
     table = pa.concat_tables(parts).cast(tables.arrow_schema(tables.EVENTS))
     write_deltalake(str(out), table, mode="overwrite")
+
+
+_CHUNK_CELLS = 1 << 24  # vector entries per list chunk: int32 offsets (10^7 x 256 has 2.56 * 10^9)
+
+
+def _vector_chunks(vc: np.ndarray) -> pa.ChunkedArray:
+    """The rows of vc as list<int32> chunks viewing vc (no copy of the matrix)."""
+    rows, n = vc.shape
+    step = max(1, _CHUNK_CELLS // max(n, 1))
+    kind = pa.list_(pa.field("element", pa.int32()))
+    chunks = []
+    for lo in range(0, rows, step):
+        part = vc[lo : lo + step]
+        offsets = pa.array(np.arange(0, len(part) * n + 1, n, dtype=np.int32))
+        chunks.append(pa.ListArray.from_arrays(offsets, pa.array(part.reshape(-1)), type=kind))
+    return pa.chunked_array(chunks, kind)
+
+
+def clock_digests(vc: np.ndarray, lamport: np.ndarray) -> list[bytes]:
+    """Digests of successive row chunks of (vc, lamport): equal lists mean equal clocks, and
+    one result can be freed before the other is computed (two 10^7 x 256 copies need 20 GB)."""
+    step = max(1, _CHUNK_CELLS // max(vc.shape[1], 1))
+    out = []
+    for lo in range(0, len(lamport), step):
+        digest = hashlib.blake2b(np.ascontiguousarray(vc[lo : lo + step]).data)
+        digest.update(np.ascontiguousarray(lamport[lo : lo + step]).data)
+        out.append(digest.digest())
+    return out
 
 
 def pure_python_clocks(events: pa.Table, messages: pa.Table) -> int:
@@ -367,6 +397,18 @@ def main() -> int:
     parser.add_argument(
         "--no-distributed", action="store_true", help="skip the distributed engine's runs"
     )
+    parser.add_argument(
+        "--no-per-trace",
+        action="store_true",
+        help="skip the per-trace engine's runs (ratios then use an earlier run's, marked)",
+    )
+    parser.add_argument(
+        "--output-parts",
+        type=int,
+        default=None,
+        help="the per-trace engine's output_parts instead of the profile's (each part runs the "
+        "kernel over the whole trace: 2 parts of 10^7 x 256 hold 2 x 10 GB of vectors at once)",
+    )
     args = parser.parse_args()
 
     grid = [(100_000, 64)] if args.quick else [
@@ -408,11 +450,14 @@ def main() -> int:
         warehouse = folder / "warehouse"
         warehouse.mkdir(parents=True)
         events = build_tables(make_raw(), warehouse)
+        pa.default_memory_pool().release_unused()  # set-up buffers are not the runs' memory
         repeats = 3 if events <= 1_000_000 else 1
         per_group = events // traces
 
         def spark_clocks(engine: str, slab_events: int) -> Callable[[], object]:
             settings = dataclasses.replace(config.clocks, engine=engine, slab_events=slab_events)
+            if args.output_parts is not None:
+                settings = dataclasses.replace(settings, output_parts=args.output_parts)
             forced = dataclasses.replace(config, clocks=settings)
 
             def run() -> object:
@@ -427,14 +472,16 @@ def main() -> int:
             return run
 
         # the per-trace engine with the profile's slab_events (it sizes the batches of traces)
-        record(case, "spark per-trace", events, processes, traces,
-               spark_clocks("per_trace", config.clocks.slab_events), repeats, tree=True)  # fmt: skip
-        # beyond 2*10^9 vector entries (8 GB of int32), on this 24 GiB machine shared with other
-        # work, only the per-trace engine runs: the baseline and the in-memory kernels hold two
-        # copies of the matrix, and the distributed engine's first pass a dense (slab events x
-        # entries) distance matrix per task
-        fits = events * processes <= 2_000_000_000
-        if traces == 1 and fits and not args.no_distributed:
+        if not args.no_per_trace:
+            record(case, "spark per-trace", events, processes, traces,
+                   spark_clocks("per_trace", config.clocks.slab_events), repeats, tree=True)  # fmt: skip
+        # the distributed engine's first pass keeps only rows still needed (O(n * (n + entries))
+        # per in-flight send and export), its other passes one slab's vectors per task: it runs
+        # at every size. The baseline and the in-memory kernels hold one dense copy of the
+        # matrix at a time (the kernels are compared by chunk digests): up to 3*10^9 vector
+        # entries (12 GB of int32) on this 24 GiB machine shared with other work
+        fits = events * processes <= 3_000_000_000
+        if traces == 1 and not args.no_distributed:
             record(case, "spark distributed", events, processes, traces,
                    spark_clocks("distributed", max(1, per_group // 8)), repeats, tree=True)  # fmt: skip
         if fits:
@@ -442,21 +489,24 @@ def main() -> int:
                    lambda: baseline_single_process(warehouse, folder / "baseline"), repeats,
                    tree=False)  # fmt: skip
         if traces == 1 and fits:
-            loaded = kernel_inputs(_read(warehouse / "events"), _read(warehouse / "messages"))
+            loaded = kernel_inputs(_read(warehouse / "events", EVENT_INPUTS),
+                                   _read(warehouse / "messages"))  # fmt: skip
             kernel_args = (loaded["pidx"], loaded["lseq"], loaded["send_proc"],
                            loaded["send_lseq"], np.full(len(loaded["pidx"]), -1), loaded["n"])  # fmt: skip
             ours = group_clocks(*kernel_args)  # also warms the JIT
+            expected = clock_digests(ours.vc, ours.lamport)
+            del ours  # never two dense copies at once
             theirs = reference_kernel(loaded["pidx"], loaded["send_row"], loaded["start"],
                                       loaded["n"])  # fmt: skip
-            assert np.array_equal(ours.vc, theirs[0]) and np.array_equal(ours.lamport, theirs[1])
-            del ours, theirs
+            assert clock_digests(*theirs) == expected, f"{case}: kernel and reference differ"
+            del theirs
             record(case, "kernel", events, processes, traces,
                    lambda: group_clocks(*kernel_args), 3, tree=False)  # fmt: skip
             record(case, "reference kernel", events, processes, traces,
                    lambda: reference_kernel(loaded["pidx"], loaded["send_row"], loaded["start"],
                                             loaded["n"]), 3, tree=False)  # fmt: skip
             if events <= 1_000_000 and processes <= 64:
-                ev, ms = _read(warehouse / "events"), _read(warehouse / "messages")
+                ev, ms = _read(warehouse / "events", EVENT_INPUTS), _read(warehouse / "messages")
                 record(case, "pure python", events, processes, traces,
                        lambda: pure_python_clocks(ev, ms), 1, tree=False)  # fmt: skip
             del loaded, kernel_args
@@ -502,12 +552,16 @@ def _generated(spec: GeneratorSpec) -> Callable[[], pa.Table]:
 
 
 def save(results: list[Result]) -> None:
-    """Write this run's results, keeping earlier runs' results for cases not re-run here."""
+    """Write this run's results, keeping earlier runs' results for (case, impl) not re-run here."""
     earlier: list[dict] = []
     path = HERE / "clocks.json"
     if path.exists():
-        rerun = {r.case for r in results}
-        earlier = [r for r in json.loads(path.read_text())["results"] if r["case"] not in rerun]
+        rerun = {(r.case, r.impl) for r in results}
+        earlier = [
+            r
+            for r in json.loads(path.read_text())["results"]
+            if (r["case"], r["impl"]) not in rerun
+        ]
     payload = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, "
@@ -529,24 +583,32 @@ def render(payload: dict) -> str:
         f"Run {payload['when']} on {payload['machine']} by `bench/clocks.py`.",
         "Medians (3 repeats up to 10^6 events, 1 above). Ratios are same-run: the",
         "baseline's time over the engine's (above 1: the engine is faster). A `--only`",
-        "run keeps the other cases' results; `run` says which run measured each case.",
+        "run keeps the results it did not re-measure; `run` says which run measured each",
+        "case (several runs: a ratio across runs is marked *).",
         "",
         "| run | case | events | n | per-trace s | distributed s | baseline s | baseline / per-trace "
         "| distributed / per-trace | kernel Mev/s | reference Mev/s | kernel / reference "
-        "| pure Python s | traces/s | per-trace peak MB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| pure Python s | traces/s | per-trace peak MB | distributed peak MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case in dict.fromkeys(r.case for r in rows):
         got = {r.impl: r for r in rows if r.case == case}
         if "spark per-trace" not in got:
             continue
         base = got["spark per-trace"]
+        runs = sorted({r.run for r in got.values()})
 
         def s(impl: str) -> str:
             return f"{got[impl].seconds:.2f}" if impl in got else "-"
 
         def ratio(a: str, b: str) -> str:
-            return f"{got[a].seconds / got[b].seconds:.2f}" if a in got and b in got else "-"
+            if a not in got or b not in got:
+                return "-"
+            across = "*" if got[a].run != got[b].run else ""
+            return f"{got[a].seconds / got[b].seconds:.2f}{across}"
+
+        def peak(impl: str) -> str:
+            return f"{got[impl].peak_mb:.0f}" if impl in got else "-"
 
         def rate(impl: str) -> str:
             return f"{base.events / got[impl].seconds / 1e6:.1f}" if impl in got else "-"
@@ -557,11 +619,11 @@ def render(payload: dict) -> str:
             else "-"
         )
         lines.append(
-            f"| {base.run} | {case} | {base.events:,} | {base.processes} | {s('spark per-trace')} "
+            f"| {' / '.join(runs)} | {case} | {base.events:,} | {base.processes} | {s('spark per-trace')} "
             f"| {s('spark distributed')} | {s('baseline')} | {ratio('baseline', 'spark per-trace')} "
             f"| {ratio('spark distributed', 'spark per-trace')} | {rate('kernel')} "
             f"| {rate('reference kernel')} | {kernel_ratio} | {s('pure python')} "
-            f"| {base.traces / base.seconds:.0f} | {base.peak_mb:.0f} |"
+            f"| {base.traces / base.seconds:.0f} | {base.peak_mb:.0f} | {peak('spark distributed')} |"
         )
     lines.append("")
     return "\n".join(lines)

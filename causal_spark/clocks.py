@@ -63,6 +63,7 @@ from causal_spark import tables
 from causal_spark.clock_kernel import (
     CausalCycleError,
     Seeds,
+    export_clocks,
     group_clocks,
     group_layout,
     units_clocks_at,
@@ -684,15 +685,6 @@ def _symbolic_slab(events: pa.Table, links: pa.Table) -> pa.Table:
     if len(imp_proc):
         seeds.import_vc[np.arange(len(imp_proc)), imp_proc] = imp_lseq
     schema = _exports_schema()
-    try:
-        found = group_clocks(
-            slab.proc, slab.lseq, slab.send_proc, slab.send_lseq, slab.import_of, n, seeds
-        )
-    except CausalCycleError:
-        return pa.Table.from_pylist(
-            [{C.TRACE_ID: trace, COMPONENT: component, CYCLE: True}],
-            schema=_arrow(schema),
-        )
     # export rows: each present process's last event, and every send received elsewhere
     last_rows = (start + length - 1)[present]
     out_rows = (
@@ -701,14 +693,24 @@ def _symbolic_slab(events: pa.Table, links: pa.Table) -> pa.Table:
         - first_lseq[_int_column(slab.outs, C.PIDX)]
     )
     rows = np.unique(np.concatenate([last_rows, out_rows]).astype(np.int64))
-    g = found.vc[rows].astype(np.int64)
+    try:
+        # only the export rows: the slab's dense (events x entries) matrix would not fit
+        found = export_clocks(
+            slab.proc, slab.lseq, slab.send_proc, slab.send_lseq, slab.import_of, n, seeds, rows
+        )
+    except CausalCycleError:
+        return pa.Table.from_pylist(
+            [{C.TRACE_ID: trace, COMPONENT: component, CYCLE: True}],
+            schema=_arrow(schema),
+        )
+    g = found.vc.astype(np.int64)
     # an import can carry a later event of q than the slab holds: only [first, last] is in-slab
     last_lseq = first_lseq + length - 1
     inslab = present[None, :] & (g >= first_lseq[None, :]) & (g <= last_lseq[None, :])
     vin = np.where(inslab, g, 0).astype(np.int32)
     frontier_of = np.where(present & (first_lseq > 1), first_lseq - 1, 0)
     vdep = np.where(inslab, frontier_of[None, :], np.where(g > 0, g, 0)).astype(np.int64)
-    dist = found.dist[rows]
+    dist = found.dist
     reach_rows, reach_entries = np.nonzero(dist > 0)
     counts = np.bincount(reach_rows, minlength=len(rows))
     offsets = np.zeros(len(rows) + 1, dtype=np.int32)
@@ -732,7 +734,7 @@ def _symbolic_slab(events: pa.Table, links: pa.Table) -> pa.Table:
             C.LSEQ: pa.array(row_lseq, pa.int64()),
             "vin": _list_matrix(vin, pa.int32()),
             "vdep": _list_matrix(vdep, pa.int64()),
-            "local_lamport": pa.array(found.lamport[rows], pa.int64()),
+            "local_lamport": pa.array(found.lamport, pa.int64()),
             "ldep_pidx": lists(entry_proc[reach_entries], pa.int32()),
             "ldep_lseq": lists(entry_lseq[reach_entries], pa.int64()),
             "ldep_dist": lists(dist[reach_rows, reach_entries], pa.int32()),
