@@ -523,6 +523,7 @@ def _units_clocks(
     send_event: np.ndarray,
     out_rows: np.ndarray,
     out_pos: np.ndarray,
+    dense_max_cells: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     units = unit_row.shape[0] - 1
     wanted = out_rows.shape[0]
@@ -539,7 +540,12 @@ def _units_clocks(
     ok = np.ones(units, dtype=np.bool_)
     # one unit whose every row is wanted in order (a large trace) keeps the kernel's buffer
     whole = units == 1 and in_order and wanted == unit_row[units] - unit_row[0]
-    flat = np.empty(0 if whole else offsets[wanted], dtype=np.int32)
+    # a unit too large for a dense matrix, alone here: the rolling kernel's output rows are
+    # the output (it writes each wanted row at its output position)
+    alone_rolling = (
+        units == 1 and (unit_row[1] - unit_row[0]) * (unit_proc[1] - unit_proc[0]) > dense_max_cells
+    )
+    flat = np.empty(0 if whole or alone_rolling else offsets[wanted], dtype=np.int32)
     lo = 0
     for u in range(units):
         hi = lo
@@ -555,24 +561,54 @@ def _units_clocks(
         for i in range(r1 - r0):
             if local_send[i] >= 0:
                 local_send[i] -= r0
-        vc, lam, _, ptr = _clocks(
-            local_start,
-            length[p0:p1],
-            np.ones(n, dtype=np.int64),
-            local_send,
-            np.full(r1 - r0, -1, dtype=np.int64),
-            np.zeros((n, n), dtype=np.int32),
-            np.zeros(n, dtype=np.int64),
-            np.zeros((0, n), dtype=np.int32),
-            np.zeros(0, dtype=np.int64),
-            np.full(n, -1, dtype=np.int64),
-            np.zeros(0, dtype=np.int64),
-            0,
-        )
+        if (r1 - r0) * n > dense_max_cells:
+            # rows kept: the wanted ones, one per process, the sends in flight
+            export_of = np.full(r1 - r0, -1, dtype=np.int64)
+            for i in range(lo, hi):
+                export_of[out_rows[i] - r0] = out_pos[i] if alone_rolling else i - lo
+            vc, lam, _, ptr, _ = _export_clocks(
+                local_start,
+                length[p0:p1],
+                np.ones(n, dtype=np.int64),
+                local_send,
+                np.full(r1 - r0, -1, dtype=np.int64),
+                np.zeros((n, n), dtype=np.int32),
+                np.zeros(n, dtype=np.int64),
+                np.zeros((0, n), dtype=np.int32),
+                np.zeros(0, dtype=np.int64),
+                np.full(n, -1, dtype=np.int64),
+                np.zeros(0, dtype=np.int64),
+                0,
+                export_of,
+                hi - lo,
+            )
+        else:
+            vc, lam, _, ptr = _clocks(
+                local_start,
+                length[p0:p1],
+                np.ones(n, dtype=np.int64),
+                local_send,
+                np.full(r1 - r0, -1, dtype=np.int64),
+                np.zeros((n, n), dtype=np.int32),
+                np.zeros(n, dtype=np.int64),
+                np.zeros((0, n), dtype=np.int32),
+                np.zeros(0, dtype=np.int64),
+                np.full(n, -1, dtype=np.int64),
+                np.zeros(0, dtype=np.int64),
+                0,
+            )
         for p in range(n):
             if ptr[p] < local_start[p] + length[p0 + p]:
                 ok[u] = False
-        if whole:
+        if alone_rolling:
+            flat = vc.reshape(-1)
+            lamport[:] = lam
+        elif (r1 - r0) * n > dense_max_cells:
+            for i in range(lo, hi):
+                at = out_pos[i]
+                lamport[at] = lam[i - lo]
+                flat[offsets[at] : offsets[at + 1]] = vc[i - lo]
+        elif whole:
             flat = vc.reshape(-1)
             lamport[:] = lam
         else:
@@ -583,6 +619,12 @@ def _units_clocks(
                 flat[offsets[at] : offsets[at + 1]] = vc[e]
         lo = hi
     return flat, offsets, lamport, ok
+
+
+# Above this many vector entries (int32) a unit's clocks are computed keeping only the rows
+# still needed: 2^30 entries are 4 GB, and the per-trace engine runs one kernel per output
+# part at once (10^7 events x 256 processes, dense, did not fit two parts in 24 GiB).
+DENSE_MAX_CELLS = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -600,6 +642,7 @@ def units_clocks_at(
     send_event: np.ndarray,
     out_rows: np.ndarray,
     out_pos: np.ndarray | None = None,
+    dense_max_cells: int | None = None,
 ) -> UnitsClocks:
     """Clocks of some rows of many independent units (whole components), in one call.
 
@@ -614,6 +657,12 @@ def units_clocks_at(
     0..len(out_rows)-1; in order when not given), so a caller need not reorder
     its rows to match. A unit with a causal cycle gets ok False (its clocks are
     meaningless); run `group_clocks` on it for a witness.
+
+    A unit of more than `dense_max_cells` vector entries (default `DENSE_MAX_CELLS`)
+    runs the rolling kernel (`export_clocks`' traversal): it holds the wanted rows,
+    one row per process and the sends in flight, not a row per event; slower per
+    event (3-5x when every row is wanted, 2x for half of them), so only where the dense
+    matrix would not fit.
     """
     unit_row = unit_row.astype(np.int64)
     unit_proc = unit_proc.astype(np.int64)
@@ -635,7 +684,14 @@ def units_clocks_at(
     ):
         raise GroupShapeError("out_pos must be a permutation of the wanted rows' indices")
     vc, offsets, lamport, ok = _units_clocks(
-        unit_row, unit_proc, start, length, send_event.astype(np.int64), out_rows, out_pos
+        unit_row,
+        unit_proc,
+        start,
+        length,
+        send_event.astype(np.int64),
+        out_rows,
+        out_pos,
+        DENSE_MAX_CELLS if dense_max_cells is None else dense_max_cells,
     )
     return UnitsClocks(vc, offsets, lamport, ok)
 

@@ -24,6 +24,7 @@ from causal_spark.clock_kernel import (
     export_clocks,
     group_clocks,
     units_clocks,
+    units_clocks_at,
     vector_clocks,
 )
 from causal_spark.clocks import (
@@ -635,3 +636,47 @@ def test_slab_of_compiled_sum_counts_the_starts_like_the_array_filter(
     assert_df_equality(counted, filtered, ignore_row_order=True, ignore_nullable=True)
     by_hand = [(lseq_, starts, sum(b <= lseq_ for b in starts)) for lseq_, starts in rows]
     assert sorted(tuple(r) for r in counted.collect()) == sorted(by_hand)
+
+
+def _units_layout(units: list[tuple[tuple[np.ndarray, ...], int]]) -> tuple[np.ndarray, ...]:
+    """units_clocks_at inputs (unit_row, unit_proc, length, send_event) of consecutive units."""
+    unit_row, unit_proc, length, send_event = [0], [0], [], []
+    for (pidx, _lq, sp, sl), n in units:
+        start = np.searchsorted(pidx, np.arange(n))
+        send_event.append(np.where(sp >= 0, unit_row[-1] + start[np.maximum(sp, 0)] + sl - 1, -1))
+        length.append(np.bincount(pidx, minlength=n))
+        unit_row.append(unit_row[-1] + len(pidx))
+        unit_proc.append(unit_proc[-1] + n)
+    return (np.array(unit_row), np.array(unit_proc), np.concatenate(length),
+            np.concatenate(send_event))  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [3, 11, 29])
+def test_rolling_kernel_gives_the_dense_kernels_rows(seed: int) -> None:
+    """A unit above dense_max_cells keeps only the rows it still needs; the wanted rows, in
+    any output order, are those of the dense kernel: one unit alone (its output buffer is
+    returned as is), and several units with a cyclic one among them."""
+    rng = random.Random(seed)
+    cyclic = (np.array([0, 0, 1, 1]), np.array([1, 2, 1, 2]), np.array([1, -1, 0, -1]),
+              np.array([2, -1, 2, -1]))  # fmt: skip
+    traces = [random_trace(rng, f"r{i}", rng.randint(1, 7), rng.randint(1, 90)) for i in range(10)]
+    units = [(_kernel_arrays(t), len(t.processes)) for t in traces if t.events]
+    units.insert(3, (cyclic, 2))
+    for batch in ([units[0]], [units[4]], units):
+        unit_row, unit_proc, length, send_event = _units_layout(batch)
+        rows = int(unit_row[-1])
+        for _ in range(4):
+            wanted = np.array(sorted(rng.sample(range(rows), rng.randint(1, rows))))
+            out_pos = np.array(rng.sample(range(len(wanted)), len(wanted)))
+            dense = units_clocks_at(unit_row, unit_proc, length, send_event, wanted, out_pos)
+            rolling = units_clocks_at(
+                unit_row, unit_proc, length, send_event, wanted, out_pos, dense_max_cells=0
+            )
+            assert np.array_equal(rolling.ok, dense.ok)
+            assert np.array_equal(rolling.offsets, dense.offsets)
+            valid = dense.ok[np.searchsorted(unit_row, wanted[np.argsort(out_pos)], "right") - 1]
+            assert np.array_equal(rolling.lamport[valid], dense.lamport[valid])
+            cells = np.repeat(valid, np.diff(dense.offsets))
+            assert np.array_equal(rolling.vc[cells], dense.vc[cells])
+        if len(batch) > 1:
+            assert not dense.ok.all()  # the cyclic unit is flagged, the others are not
