@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from causal_spark import tables
 from causal_spark.clock_kernel import (
     CausalCycleError,
+    GroupShapeError,
     Seeds,
     export_clocks,
     group_clocks,
@@ -680,3 +681,22 @@ def test_rolling_kernel_gives_the_dense_kernels_rows(seed: int) -> None:
             assert np.array_equal(rolling.vc[cells], dense.vc[cells])
         if len(batch) > 1:
             assert not dense.ok.all()  # the cyclic unit is flagged, the others are not
+
+
+@pytest.mark.parametrize(
+    ("proc", "lseq", "send_proc", "send_lseq", "message"),
+    [
+        ([0, 0, 1], [1, 3, 1], [-1, -1, -1], [-1, -1, -1], "process index 0: expected lseq 2, found 3"),
+        ([0, 1, 0], [1, 1, 2], [-1, -1, -1], [-1, -1, -1], "process index 0: expected lseq 3, found 2"),
+        ([0, 0, 2], [1, 2, 1], [-1, -1, -1], [-1, -1, -1], r"process index 2 is outside 0\.\.1"),
+        ([0, 0, 1], [1, 2, 1], [-1, -1, 0], [-1, -1, 3], "names a send that is not among"),
+        ([0, 0, 1], [1, 2, 1], [-1, -1, 5], [-1, -1, 1], "names a send that is not among"),
+    ],
+    ids=["gap", "unsorted", "process-out-of-range", "send-beyond", "sender-out-of-range"],
+)
+def test_group_clocks_rejects_rows_that_are_not_a_group(
+    proc: list[int], lseq: list[int], send_proc: list[int], send_lseq: list[int], message: str
+) -> None:
+    with pytest.raises(GroupShapeError, match=message):
+        group_clocks(np.array(proc), np.array(lseq), np.array(send_proc), np.array(send_lseq),
+                     np.full(3, -1), 2)  # fmt: skip
