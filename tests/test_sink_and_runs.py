@@ -18,7 +18,7 @@ from causal_spark import tables
 from causal_spark.app.cli import run as run_cli
 from causal_spark.app.runs import run_job
 from causal_spark.app.stages import clocks_stage, ingest_stage
-from causal_spark.clocks import with_clocks
+from causal_spark.clocks import ClockResult, with_clocks
 from causal_spark.config import ClockSettings, Config
 from causal_spark.sinks import FILES_SCHEMA, FileWriter, Warehouse, WarehouseError
 from tests.conftest import read_delta
@@ -237,6 +237,15 @@ def test_clocks_command_rewrites_events_of_an_ingested_warehouse(
 # --- stage_through: files written by the tasks that compute the rows ------------------------
 
 
+def _clocked_samples(
+    spark: SparkSession, config: Config, warehouse: Path, settings: ClockSettings
+) -> ClockResult:
+    """data-samples ingested into `warehouse`, and their clocks (not yet written)."""
+    _ingest(spark, config, warehouse, ["data-samples"])
+    source = Warehouse(spark, warehouse, "deltalake")
+    return with_clocks(source.read("events"), source.read("messages"), settings)
+
+
 @pytest.mark.parametrize(
     "settings",
     [
@@ -248,9 +257,7 @@ def test_clocks_command_rewrites_events_of_an_ingested_warehouse(
 def test_events_written_by_tasks_equal_sparks_write(
     spark: SparkSession, config: Config, tmp_path: Path, settings: ClockSettings
 ) -> None:
-    _ingest(spark, config, tmp_path / "in", ["data-samples"])
-    source = Warehouse(spark, tmp_path / "in", "deltalake")
-    result = with_clocks(source.read("events"), source.read("messages"), settings)
+    result = _clocked_samples(spark, config, tmp_path / "in", settings)
     by_spark = Warehouse(spark, tmp_path / "spark", "deltalake")
     by_tasks = Warehouse(spark, tmp_path / "tasks", "deltalake")
     with by_spark.transaction("a") as txn:
@@ -294,9 +301,7 @@ def test_file_writer_refuses_a_null_the_schema_forbids(tmp_path: Path) -> None:
 def test_stage_through_commits_only_the_files_tasks_reported(
     spark: SparkSession, config: Config, tmp_path: Path
 ) -> None:
-    _ingest(spark, config, tmp_path / "in", ["data-samples"])
-    source = Warehouse(spark, tmp_path / "in", "deltalake")
-    result = with_clocks(source.read("events"), source.read("messages"), config.clocks)
+    result = _clocked_samples(spark, config, tmp_path / "in", config.clocks)
     target = Warehouse(spark, tmp_path / "out", "deltalake")
 
     def with_a_stray_file(writer: FileWriter) -> DataFrame:
@@ -316,9 +321,7 @@ def test_stage_through_commits_only_the_files_tasks_reported(
 def test_a_task_writing_a_forbidden_null_fails_the_run_and_stages_nothing(
     spark: SparkSession, config: Config, tmp_path: Path
 ) -> None:
-    _ingest(spark, config, tmp_path / "in", ["data-samples"])
-    source = Warehouse(spark, tmp_path / "in", "deltalake")
-    result = with_clocks(source.read("events"), source.read("messages"), config.clocks)
+    result = _clocked_samples(spark, config, tmp_path / "in", config.clocks)
     broken = result.events.withColumn("process", F.lit(None).cast("string"))
     target = Warehouse(spark, tmp_path / "out", "deltalake")
 
