@@ -1,7 +1,7 @@
 """Benchmark the clocks stage against same-run baselines; write bench/clocks.{json,md}.
 
     .venv/bin/pip install -e '.[bench]'
-    .venv/bin/python bench/clocks.py            # the sweep below (about 50 minutes here; 10^7 x 256 peaks near 22 GB)
+    .venv/bin/python bench/clocks.py            # the sweep below (about 20 minutes here; 10^7 x 256 peaks near 20 GB)
     .venv/bin/python bench/clocks.py --quick    # 10^5 events only, a smoke run
 
 Every case is a generated trace whose `events` and `messages` Delta tables are
