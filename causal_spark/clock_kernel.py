@@ -389,19 +389,8 @@ class GroupClocks:
 
 def group_layout(proc: np.ndarray, lseq: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(start, first_lseq) per process of events sorted by (proc, lseq); checks consecutiveness."""
-    length = np.bincount(proc, minlength=n).astype(np.int64)
-    start = np.zeros(n, dtype=np.int64)
-    np.cumsum(length[:-1], out=start[1:])
-    first_lseq = np.ones(n, dtype=np.int64)
-    present = length > 0
-    first_lseq[present] = lseq[start[present]]
-    expected = first_lseq[proc] + np.arange(len(proc)) - start[proc]
-    if len(proc) and not np.array_equal(expected, lseq):
-        bad = int(np.flatnonzero(expected != lseq)[0])
-        raise GroupShapeError(
-            f"process index {int(proc[bad])}: expected lseq {int(expected[bad])}, "
-            f"found {int(lseq[bad])} (lseq must be consecutive within a group)"
-        )
+    no_sends = np.full(len(proc), -1, dtype=np.int64)
+    start, first_lseq, _, _ = _group_rows(proc, lseq, no_sends, no_sends, n)
     return start, first_lseq
 
 
