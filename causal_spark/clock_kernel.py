@@ -544,6 +544,15 @@ def export_clocks(
     return GroupClocks(vc, lamport, dist)
 
 
+@njit(cache=True)
+def _rolling(rows: int, n: int, wanted: int, dense_max_cells: int, rolling_min_cells: int) -> bool:
+    """Whether a unit of `rows` x `n` entries, `wanted` of its rows wanted, runs the rolling
+    kernel: when a dense matrix would not fit, or when it is large and at least a quarter
+    of it would be computed only to be thrown away."""
+    cells = rows * n
+    return cells > dense_max_cells or (cells >= rolling_min_cells and 4 * wanted <= 3 * rows)
+
+
 @njit(cache=True, nogil=True)
 def _units_clocks(
     unit_row: np.ndarray,
@@ -554,6 +563,7 @@ def _units_clocks(
     out_rows: np.ndarray,
     out_pos: np.ndarray,
     dense_max_cells: int,
+    rolling_min_cells: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     units = unit_row.shape[0] - 1
     wanted = out_rows.shape[0]
@@ -572,9 +582,10 @@ def _units_clocks(
     whole = units == 1 and in_order and wanted == unit_row[units] - unit_row[0]
     # a unit too large for a dense matrix, alone here: the rolling kernel's output rows are
     # the output (it writes each wanted row at its output position)
-    alone_rolling = (
-        units == 1 and (unit_row[1] - unit_row[0]) * (unit_proc[1] - unit_proc[0]) > dense_max_cells
-    )
+    alone_rolling = units == 1 and _rolling(
+        unit_row[1] - unit_row[0], unit_proc[1] - unit_proc[0], wanted, dense_max_cells,
+        rolling_min_cells,
+    )  # fmt: skip
     flat = np.empty(0 if whole or alone_rolling else offsets[wanted], dtype=np.int32)
     lo = 0
     for u in range(units):
@@ -591,7 +602,8 @@ def _units_clocks(
         for i in range(r1 - r0):
             if local_send[i] >= 0:
                 local_send[i] -= r0
-        if (r1 - r0) * n > dense_max_cells:
+        rolling = _rolling(r1 - r0, n, hi - lo, dense_max_cells, rolling_min_cells)
+        if rolling:
             # rows kept: the wanted ones, one per process, the sends in flight
             export_of = np.full(r1 - r0, -1, dtype=np.int64)
             for i in range(lo, hi):
@@ -633,7 +645,7 @@ def _units_clocks(
         if alone_rolling:
             flat = vc.reshape(-1)
             lamport[:] = lam
-        elif (r1 - r0) * n > dense_max_cells:
+        elif rolling:
             for i in range(lo, hi):
                 at = out_pos[i]
                 lamport[at] = lam[i - lo]
@@ -655,6 +667,12 @@ def _units_clocks(
 # still needed: 2^30 entries are 4 GB, and the per-trace engine runs one kernel per output
 # part at once (10^7 events x 256 processes, dense, did not fit two parts in 24 GiB).
 DENSE_MAX_CELLS = 1 << 30
+# From this many entries (256 MB) a unit of which at most 3/4 of the rows are wanted (an
+# output part of a large trace) also runs the rolling kernel. Its compute is about twice
+# the dense kernel's, but the dense matrix is fresh memory the part only partly needs, and
+# first touching memory is what the dense kernel spent most of its time on in a Spark task
+# (10^7 x 64, one of two parts: 1.06 * 10^6 page faults, 6.5 of 7.3 s in the kernel).
+ROLLING_MIN_CELLS = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -673,6 +691,7 @@ def units_clocks_at(
     out_rows: np.ndarray,
     out_pos: np.ndarray | None = None,
     dense_max_cells: int | None = None,
+    rolling_min_cells: int | None = None,
 ) -> UnitsClocks:
     """Clocks of some rows of many independent units (whole components), in one call.
 
@@ -692,7 +711,9 @@ def units_clocks_at(
     runs the rolling kernel (`export_clocks`' traversal): it holds the wanted rows,
     one row per process and the sends in flight, not a row per event; slower per
     event (3-5x when every row is wanted, 2x for half of them), so only where the dense
-    matrix would not fit.
+    matrix would not fit, or where it is large (`rolling_min_cells`, default
+    `ROLLING_MIN_CELLS`) and at most 3/4 of its rows are wanted (fresh memory, which the
+    dense matrix is, costs more than the extra compute).
     """
     unit_row = unit_row.astype(np.int64)
     unit_proc = unit_proc.astype(np.int64)
@@ -722,6 +743,7 @@ def units_clocks_at(
         out_rows,
         out_pos,
         DENSE_MAX_CELLS if dense_max_cells is None else dense_max_cells,
+        ROLLING_MIN_CELLS if rolling_min_cells is None else rolling_min_cells,
     )
     return UnitsClocks(vc, offsets, lamport, ok)
 

@@ -87,8 +87,10 @@ class FileWriter:
     task, as `tables.conform` fails a Spark write), writes it under `folder` and
     returns one `FILES_SCHEMA` row naming the file (none for an empty table). The
     files match what Spark's writer produces for the same rows: every field optional,
-    the session's compression codec, no dictionary for `NO_DICTIONARY`'s columns.
-    Picklable: a UDF closes over it.
+    the session's compression codec, no dictionary for `NO_DICTIONARY`'s columns, no
+    Arrow schema in the footer. A dictionary column whose values have the declared type
+    is written as it is (the clocks tasks build their strings that way). Picklable: a
+    UDF closes over it.
     """
 
     table: str
@@ -109,7 +111,18 @@ class FileWriter:
             if not fld.nullable and rows.column(fld.name).null_count:
                 raise ValueError(f"{self.table}.{fld.name} must not be null")
         schema = tables.to_arrow(tables.udf_schema(self.table))
-        conformed = rows.select(schema.names).cast(schema)
+        # a dictionary column of the declared type stays one: written as Parquet
+        # dictionary pages without hashing its values again
+        kept = pa.schema(
+            [
+                fld.with_type(given)
+                if pa.types.is_dictionary(given := rows.schema.field(fld.name).type)
+                and given.value_type == fld.type
+                else fld
+                for fld in schema
+            ]
+        )
+        conformed = rows.select(schema.names).cast(kept)
         no_dictionary = set(NO_DICTIONARY.get(self.table, ()))
         path = os.path.join(self.folder, _file_name())
         os.makedirs(self.folder, exist_ok=True)
@@ -118,6 +131,7 @@ class FileWriter:
             path,
             compression=self.compression,
             use_dictionary=[name for name in schema.names if name not in no_dictionary],
+            store_schema=False,  # as Spark writes them: readers see the Parquet types only
         )
         return pa.Table.from_pylist([{"path": path, "rows": conformed.num_rows}], schema=files)
 

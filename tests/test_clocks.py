@@ -19,9 +19,12 @@ from pyspark.sql import functions as F
 
 from causal_spark import tables
 from causal_spark.clock_kernel import (
+    DENSE_MAX_CELLS,
+    ROLLING_MIN_CELLS,
     CausalCycleError,
     GroupShapeError,
     Seeds,
+    _rolling,
     export_clocks,
     group_clocks,
     units_clocks,
@@ -31,6 +34,7 @@ from causal_spark.clock_kernel import (
 from causal_spark.clocks import (
     _batch_clocks,
     _group_keys,
+    _plain,
     _slab_of,
     trace_clock_status,
     with_clocks,
@@ -478,26 +482,48 @@ def test_export_kernel_rows_equal_the_dense_kernel(seed: int) -> None:
 
 
 def _batch_tables(traces: list[Trace]) -> tuple[pa.Table, pa.Table]:
-    """The per-trace engine's UDF inputs for whole single-component traces."""
-    body = [f for f in tables.arrow_schema(tables.EVENTS) if f.name not in ("lamport", "vc")]
+    """The per-trace engine's UDF inputs (`_batch_pass`'s narrow rows) for whole
+    single-component traces, unit i = traces[i]: events with codes, links with the receive
+    links and one name row per (trace, process, source)."""
     events_schema = pa.schema(
-        [*body, ("component", pa.int32()), ("n_processes", pa.int32()), ("proc_events", pa.int64())]
-    )
-    links_schema = pa.schema(
-        [("trace_id", pa.string()), ("component", pa.int32()), ("pidx", pa.int32()),
-         ("lseq", pa.int64()), ("peer_pidx", pa.int32()), ("peer_lseq", pa.int64())]
+        [("unit", pa.int32()), ("pidx", pa.int32()), ("lseq", pa.int64()),
+         ("kind_code", pa.int8()), ("ts", pa.float64()), ("label", pa.string()),
+         ("n_msgs", pa.int32()), ("seq", pa.int64()), ("line", pa.int64()),
+         ("source_code", pa.int32())]
     )  # fmt: skip
+    links_schema = pa.schema(
+        [("unit", pa.int32()), ("pidx", pa.int32()), ("lseq", pa.int64()),
+         ("peer_pidx", pa.int32()), ("peer_lseq", pa.int64()), ("trace_id", pa.string()),
+         ("n_processes", pa.int32()), ("proc_events", pa.int64()), ("process", pa.string()),
+         ("source", pa.string()), ("source_code", pa.int32())]
+    )  # fmt: skip
+    kinds = {"send": 0, "receive": 1, "internal": 2}
     rows, links = [], []
-    for t in traces:
+    for unit, t in enumerate(traces):
         n = max(e["pidx"] for e in t.events) + 1
         counts = Counter(e["pidx"] for e in t.events)
+        sources = {
+            (e["pidx"], e["process"], e["source"]) for e in t.events
+        }
+        code = {
+            (pidx, source): rank
+            for pidx in range(n)
+            for rank, source in enumerate(sorted({s for q, _, s in sources if q == pidx}))
+        }
         for e in t.events:
-            rows.append({**e, "component": 0, "n_processes": n, "proc_events": counts[e["pidx"]]})
+            rows.append({**e, "unit": unit, "kind_code": kinds[e["kind"]],
+                         "source_code": code[e["pidx"], e["source"]]})  # fmt: skip
         links += [
-            {"trace_id": t.trace_id, "component": 0, "pidx": m["dst_pidx"],
-             "lseq": m["recv_lseq"], "peer_pidx": m["src_pidx"], "peer_lseq": m["send_lseq"]}
+            {"unit": unit, "pidx": m["dst_pidx"], "lseq": m["recv_lseq"],
+             "peer_pidx": m["src_pidx"], "peer_lseq": m["send_lseq"]}
             for m in t.messages
             if m["status"] == "delivered"
+        ]  # fmt: skip
+        links += [
+            {"unit": unit, "pidx": pidx, "trace_id": t.trace_id, "n_processes": n,
+             "proc_events": counts[pidx], "process": process, "source": source,
+             "source_code": code[pidx, source]}
+            for pidx, process, source in sorted(sources)
         ]  # fmt: skip
     return (
         pa.Table.from_pylist(rows, schema=events_schema),
@@ -532,22 +558,23 @@ def test_output_parts_return_the_whole_units_rows(parts: int) -> None:
     traces = [random_trace(rng, f"s{i}", rng.randint(2, 6), rng.randint(5, 80)) for i in range(8)]
     traces = [t for t in traces if t.events] + [_cyclic_trace()]
     events, links = _batch_tables(traces)
-    lseq = events.column("lseq").to_numpy()
-    share = (lseq - 1) * parts // events.column("proc_events").to_numpy()
+    counts = Counter((e["trace_id"], e["pidx"]) for t in traces for e in t.events)
+    proc_events = np.array([counts[e["trace_id"], e["pidx"]] for t in traces for e in t.events])
+    share = (events.column("lseq").to_numpy() - 1) * parts // proc_events
     split = pa.concat_tables(
-        _batch_clocks(events.filter(pa.array(share == k)), links) for k in range(parts)
+        _plain(_batch_clocks(events.filter(pa.array(share == k)), links)) for k in range(parts)
     )
-    whole = _batch_clocks(events, links)
+    whole = _plain(_batch_clocks(events, links))
     key = [("trace_id", "ascending"), ("pidx", "ascending"), ("lseq", "ascending")]
     assert split.sort_by(key).to_pylist() == whole.sort_by(key).to_pylist()
     assert len(whole) == len(events)
     cyclic = whole.filter(pc.equal(whole.column("trace_id"), "cyclic"))
     assert cyclic.column("vc").null_count == len(cyclic) == 4
-    # some part lacks every event of some process, so its layout comes from the links
+    # some part lacks every event of some process, so its layout comes from the name rows
     present = {
-        (r["trace_id"], r["pidx"], k)
+        (traces[r["unit"]].trace_id, r["pidx"], k)
         for k in range(parts)
-        for r in events.filter(pa.array(share == k)).select(["trace_id", "pidx"]).to_pylist()
+        for r in events.filter(pa.array(share == k)).select(["unit", "pidx"]).to_pylist()
     }
     assert any(
         (t.trace_id, e["pidx"], k) not in present
@@ -555,6 +582,41 @@ def test_output_parts_return_the_whole_units_rows(parts: int) -> None:
         for e in t.events
         for k in range(parts)
     )
+
+
+def test_batch_rebuilds_the_event_columns_from_codes() -> None:
+    """Events travel as codes (unit, kind, source among its process's sources) and come
+    back with exactly the columns they were recorded with: several sources per process,
+    units of one trace name apart, a null label and ts kept; the strings are dictionary
+    columns, decoded by `_plain`."""
+    rng = random.Random(11)
+    traces = [random_trace(rng, f"r{i}", rng.randint(1, 5), rng.randint(1, 60)) for i in range(6)]
+    traces = [t for t in traces if t.events]
+    for t in traces:
+        for e in t.events:
+            e["source"] = rng.choice([f"{t.trace_id}.jsonl", "rotated.jsonl", "z/older.jsonl"])
+            e["label"] = rng.choice([None, "x", "commit"])
+    events, links = _batch_tables(traces)
+    got = _batch_clocks(events, links)
+    for name in ("trace_id", "process", "kind", "source"):
+        assert pa.types.is_dictionary(got.schema.field(name).type), name
+    plain = _plain(got)
+    body = [f.name for f in plain.schema if f.name not in ("lamport", "vc")]
+    assert plain.select(body).to_pylist() == [
+        {name: e[name] for name in body} for t in traces for e in t.events
+    ]
+    assert plain.schema == tables.to_arrow(tables.udf_schema(tables.EVENTS))
+    assert len({e["source"] for t in traces for e in t.events if e["pidx"] == 0}) > 1
+
+
+def test_batch_rejects_two_process_names_for_one_pidx() -> None:
+    rng = random.Random(3)
+    trace = random_trace(rng, "twice", 3, 30)
+    renamed = next(e for e in trace.events if e["pidx"] == 1)
+    renamed["process"] = "someone-else"
+    events, links = _batch_tables([trace])
+    with pytest.raises(ValueError, match="process index 1 has two process names"):
+        _batch_clocks(events, links)
 
 
 @pytest.mark.parametrize("seed", [0, 1], ids=["seed-0", "seed-1"])
@@ -569,12 +631,15 @@ def test_batch_returns_rows_in_the_order_given(seed: int) -> None:
     order = list(range(len(events)))
     rng.shuffle(order)
     shuffled = events.take(pa.array(order))
-    got = _batch_clocks(shuffled, links)
+    got = _plain(_batch_clocks(shuffled, links))
     key = ["trace_id", "pidx", "lseq"]
-    assert got.select(key).to_pylist() == shuffled.select(key).to_pylist()
+    assert got.select(key).to_pylist() == [
+        {"trace_id": traces[r["unit"]].trace_id, "pidx": r["pidx"], "lseq": r["lseq"]}
+        for r in shuffled.to_pylist()
+    ]
     expected = {
         (r["trace_id"], r["pidx"], r["lseq"]): (r["lamport"], r["vc"])
-        for r in _batch_clocks(events, links).to_pylist()
+        for r in _plain(_batch_clocks(events, links)).to_pylist()
     }
     assert [(r["lamport"], r["vc"]) for r in got.to_pylist()] == [
         expected[(r["trace_id"], r["pidx"], r["lseq"])] for r in got.to_pylist()
@@ -673,14 +738,29 @@ def test_rolling_kernel_gives_the_dense_kernels_rows(seed: int) -> None:
             rolling = units_clocks_at(
                 unit_row, unit_proc, length, send_event, wanted, out_pos, dense_max_cells=0
             )
-            assert np.array_equal(rolling.ok, dense.ok)
-            assert np.array_equal(rolling.offsets, dense.offsets)
+            # by share: units with at most 3/4 of their rows wanted roll, the others not
+            shared = units_clocks_at(
+                unit_row, unit_proc, length, send_event, wanted, out_pos, rolling_min_cells=0
+            )
             valid = dense.ok[np.searchsorted(unit_row, wanted[np.argsort(out_pos)], "right") - 1]
-            assert np.array_equal(rolling.lamport[valid], dense.lamport[valid])
             cells = np.repeat(valid, np.diff(dense.offsets))
-            assert np.array_equal(rolling.vc[cells], dense.vc[cells])
+            for found in (rolling, shared):
+                assert np.array_equal(found.ok, dense.ok)
+                assert np.array_equal(found.offsets, dense.offsets)
+                assert np.array_equal(found.lamport[valid], dense.lamport[valid])
+                assert np.array_equal(found.vc[cells], dense.vc[cells])
         if len(batch) > 1:
             assert not dense.ok.all()  # the cyclic unit is flagged, the others are not
+
+
+def test_rolling_kernel_is_chosen_by_size_and_wanted_share() -> None:
+    # (rows, n, wanted rows, dense_max_cells, rolling_min_cells)
+    assert _rolling(100, 10, 100, 999, 0)  # too large for a dense matrix
+    assert _rolling(100, 10, 75, 10_000, 1000)  # large, 3/4 of its rows wanted
+    assert not _rolling(100, 10, 76, 10_000, 1000)  # more than 3/4 wanted
+    assert not _rolling(100, 10, 10, 10_000, 1001)  # small: dense whatever is wanted
+    assert _rolling(10**7, 64, 5 * 10**6, DENSE_MAX_CELLS, ROLLING_MIN_CELLS)  # one of 2 parts
+    assert not _rolling(1000, 8, 500, DENSE_MAX_CELLS, ROLLING_MIN_CELLS)  # a small trace
 
 
 @pytest.mark.parametrize(
