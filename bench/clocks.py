@@ -22,7 +22,7 @@ built once with Arrow (set-up, not measured). Then, in the same process:
   engine runs there (rows kept only while needed; `clock_kernel.DENSE_MAX_CELLS`);
 - `pure Python`: dicts and lists, for the sizes it finishes in reasonable time.
 
-Times are medians of the repeats (1 above 10^6 events); memory is the peak RSS
+Times are medians of the repeats (1 above 10^6 events unless --repeats); memory is the peak RSS
 of the process tree for Spark and of this process for the baselines. Both
 engines first run once, untimed, on a 20 000-event trace: the first job of a
 process pays the JVM's and the Python workers' start-up, which would otherwise
@@ -411,6 +411,12 @@ def main() -> int:
         help="the per-trace engine's output_parts instead of the profile's (each part runs the "
         "kernel over the whole trace: 2 parts of 10^7 x 256 hold 2 x 10 GB of vectors at once)",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="runs per measurement (median) instead of 3 up to 10^6 events and 1 above",
+    )
     args = parser.parse_args()
 
     grid = [(100_000, 64)] if args.quick else [
@@ -453,7 +459,7 @@ def main() -> int:
         warehouse.mkdir(parents=True)
         events = build_tables(make_raw(), warehouse)
         pa.default_memory_pool().release_unused()  # set-up buffers are not the runs' memory
-        repeats = 3 if events <= 1_000_000 else 1
+        repeats = args.repeats or (3 if events <= 1_000_000 else 1)
         per_group = events // traces
 
         def spark_clocks(engine: str, slab_events: int) -> Callable[[], object]:
