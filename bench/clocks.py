@@ -599,7 +599,7 @@ def render(payload: dict) -> str:
         "# Clocks benchmark",
         "",
         f"Run {payload['when']} on {payload['machine']} by `bench/clocks.py`.",
-        "Medians (3 repeats up to 10^6 events, 1 above). Ratios are same-run: the",
+        "Medians (3 repeats up to 10^6 events, 1 above, unless a run says --repeats). Ratios are same-run: the",
         "baseline's time over the engine's (above 1: the engine is faster). A `--only`",
         "run keeps the results it did not re-measure; `run` says which run measured each",
         "case (several runs: a ratio across runs is marked *).",
