@@ -323,6 +323,19 @@ def _keyed_events(events: DataFrame, info: DataFrame, max_bounds: int | None = N
     )
 
 
+def _delivered(messages: DataFrame, *extra: str) -> DataFrame:
+    """Delivered messages as (trace_id, pidx, lseq of the receive, peer_pidx, peer_lseq of
+    the send, `extra` columns)."""
+    return messages.where(F.col(C.STATUS) == C.DELIVERED).select(
+        C.TRACE_ID,
+        F.col(C.DST_PIDX).alias(C.PIDX),
+        F.col(C.RECV_LSEQ).alias(C.LSEQ),
+        F.col(C.SRC_PIDX).alias(PEER_PIDX),
+        F.col(C.SEND_LSEQ).alias(PEER_LSEQ),
+        *extra,
+    )
+
+
 def _receive_links(
     messages: DataFrame, info: DataFrame, max_bounds: int | None = None
 ) -> DataFrame:
@@ -333,15 +346,7 @@ def _receive_links(
         F.col(BOUNDS).alias("__send_bounds"),
     )
     return (
-        messages.where(F.col(C.STATUS) == C.DELIVERED)
-        .select(
-            C.TRACE_ID,
-            F.col(C.DST_PIDX).alias(C.PIDX),
-            F.col(C.RECV_LSEQ).alias(C.LSEQ),
-            F.col(C.SRC_PIDX).alias(PEER_PIDX),
-            F.col(C.SEND_LSEQ).alias(PEER_LSEQ),
-            C.MSG_ID,
-        )
+        _delivered(messages, C.MSG_ID)
         .join(F.broadcast(info), [C.TRACE_ID, C.PIDX])
         .join(F.broadcast(senders), [C.TRACE_ID, PEER_PIDX])
         .select(
@@ -1234,7 +1239,10 @@ def _batch_pass(
         & F.col(C.SOURCE).eqNullSafe(F.col("__source"))
     )
     share = F.floor((F.col(C.LSEQ) - 1) * parts / F.col(PROC_EVENTS)).cast("int")
-    fresh = F.col(UNIT_CODE).alias(UNIT_CODE)  # both sides have it from `named`: a new alias
+    # the events and the name rows both take `unit` from `named`: Spark rejects a cogroup
+    # whose two sides share one attribute of a checkpointed plan (an ambiguous self-join),
+    # so each side gets it under a new alias
+    fresh = F.col(UNIT_CODE).alias(UNIT_CODE)
     unit_events = events.join(F.broadcast(lookup), found).select(
         group(share),
         fresh,
@@ -1250,14 +1258,7 @@ def _batch_pass(
     )
     every_part = F.explode(F.sequence(F.lit(0), parts - 1))
     receives = (
-        messages.where(F.col(C.STATUS) == C.DELIVERED)
-        .select(
-            C.TRACE_ID,
-            F.col(C.DST_PIDX).alias(C.PIDX),
-            F.col(C.RECV_LSEQ).alias(C.LSEQ),
-            F.col(C.SRC_PIDX).alias(PEER_PIDX),
-            F.col(C.SEND_LSEQ).alias(PEER_LSEQ),
-        )
+        _delivered(messages)
         .join(
             F.broadcast(procs.select(C.TRACE_ID, C.PIDX, BATCH, PARTS, UNIT_CODE)),
             [C.TRACE_ID, C.PIDX],
