@@ -591,15 +591,16 @@ def _codes_in(codes: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def _dictionary(indices: np.ndarray, values: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
-    """values[indices] as a dictionary array of the distinct values (a row whose value is
-    null is a null row, so `null_count` sees it)."""
+    """values[indices] as a dictionary array of the distinct non-null values (a row whose
+    value is null is a null row, so `null_count` sees it)."""
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    distinct = pc.unique(values)
-    remap = pc.index_in(values, value_set=distinct).to_numpy(zero_copy_only=False)
-    null = pc.is_null(distinct).to_numpy(zero_copy_only=False)
+    distinct = pc.unique(values).drop_null()  # Parquet cannot write a null dictionary value
+    remap = pc.fill_null(pc.index_in(values, value_set=distinct), -1).to_numpy()
     codes = remap[indices]
+    null = codes < 0
     return pa.DictionaryArray.from_arrays(
-        pa.array(codes.astype(np.int32), mask=null[codes] if null.any() else None), distinct
+        pa.array(np.maximum(codes, 0).astype(np.int32), mask=null if null.any() else None),
+        distinct,
     )
 
 
@@ -659,9 +660,10 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
     first = np.r_[True, name_proc[1:] != name_proc[:-1]]
     first_name = np.full(int(unit_proc[-1]), -1, dtype=np.int64)
     first_name[name_proc[first]] = np.flatnonzero(first)
+    given = names.column(C.PROCESS)
+    first_given = given.take(first_name[name_proc])
     same = pc.fill_null(
-        pc.equal(names.column(C.PROCESS), names.column(C.PROCESS).take(first_name[name_proc])),
-        True,
+        pc.equal(given, first_given), pc.and_(pc.is_null(given), pc.is_null(first_given))
     )
     if not pc.all(same).as_py():
         at = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
@@ -1238,7 +1240,12 @@ def _batch_pass(
         & (F.col(C.PIDX) == F.col("__pidx"))
         & F.col(C.SOURCE).eqNullSafe(F.col("__source"))
     )
-    share = F.floor((F.col(C.LSEQ) - 1) * parts / F.col(PROC_EVENTS)).cast("int")
+    # clamped: an lseq outside 1..N_p still reaches its own unit's group, whose task
+    # rejects it (another part's key could hold another unit with the same number)
+    share = F.least(
+        F.greatest(F.floor((F.col(C.LSEQ) - 1) * parts / F.col(PROC_EVENTS)), F.lit(0)),
+        parts - 1,
+    ).cast("int")
     # the events and the name rows both take `unit` from `named`: Spark rejects a cogroup
     # whose two sides share one attribute of a checkpointed plan (an ambiguous self-join),
     # so each side gets it under a new alias

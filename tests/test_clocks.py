@@ -33,6 +33,7 @@ from causal_spark.clock_kernel import (
 )
 from causal_spark.clocks import (
     _batch_clocks,
+    _dictionary,
     _group_keys,
     _plain,
     _slab_of,
@@ -147,17 +148,28 @@ def test_random_traces_match_the_transitive_closure(
 
 
 @pytest.mark.parametrize(
-    ("slab_events", "timed"),
-    [(3, True), (17, True), (60, True), (17, False)],
-    ids=["slab3", "slab17", "slab60", "slab17-no-ts"],
+    ("slab_events", "timed", "sources"),
+    [(3, True, 1), (17, True, 1), (60, True, 1), (17, False, 1), (17, True, 3)],
+    ids=["slab3", "slab17", "slab60", "slab17-no-ts", "slab17-3-sources"],
 )
 def test_both_engines_give_identical_tables(
-    random_set: tuple[list[Trace], DataFrame, DataFrame], slab_events: int, timed: bool
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    slab_events: int,
+    timed: bool,
+    sources: int,
 ) -> None:
-    """Slabs are time bands when every event has `ts`, equal lseq shares otherwise."""
+    """Slabs are time bands when every event has `ts`, equal lseq shares otherwise. With
+    several sources per process (the per-trace engine ships them as codes, the distributed
+    one as strings) and some null labels, every column still agrees."""
     _, events, messages = random_set
     if not timed:
         events = events.withColumn("ts", F.lit(None).cast("double"))
+    if sources > 1:
+        shard = (F.col("lseq") * 7 % sources).cast("string")
+        events = events.withColumn("source", F.concat(F.col("source"), F.lit("#"), shard))
+        events = events.withColumn(
+            "label", F.when(F.col("lseq") % 2 == 0, F.lit("even")).otherwise(F.col("label"))
+        )
     one = with_clocks(events, messages, ENGINES["per_trace"]).events
     many = with_clocks(
         events, messages, ClockSettings(engine="distributed", slab_events=slab_events)
@@ -523,7 +535,7 @@ def _batch_tables(traces: list[Trace]) -> tuple[pa.Table, pa.Table]:
             {"unit": unit, "pidx": pidx, "trace_id": t.trace_id, "n_processes": n,
              "proc_events": counts[pidx], "process": process, "source": source,
              "source_code": code[pidx, source]}
-            for pidx, process, source in sorted(sources)
+            for pidx, process, source in sorted(sources, key=lambda r: (r[0], str(r[1]), r[2]))
         ]  # fmt: skip
     return (
         pa.Table.from_pylist(rows, schema=events_schema),
@@ -609,14 +621,38 @@ def test_batch_rebuilds_the_event_columns_from_codes() -> None:
     assert len({e["source"] for t in traces for e in t.events if e["pidx"] == 0}) > 1
 
 
-def test_batch_rejects_two_process_names_for_one_pidx() -> None:
+@pytest.mark.parametrize("other", ["someone-else", None], ids=["renamed", "null"])
+def test_batch_rejects_two_process_names_for_one_pidx(other: str | None) -> None:
     rng = random.Random(3)
     trace = random_trace(rng, "twice", 3, 30)
     renamed = next(e for e in trace.events if e["pidx"] == 1)
-    renamed["process"] = "someone-else"
+    renamed["process"] = other
     events, links = _batch_tables([trace])
     with pytest.raises(ValueError, match="process index 1 has two process names"):
         _batch_clocks(events, links)
+
+
+def test_dictionary_columns_keep_nulls_out_of_the_dictionary() -> None:
+    """A null value is a null row, never a dictionary entry (Parquet cannot write one)."""
+    built = _dictionary(np.array([0, 1, 2, 1, 0]), pa.array(["a", None, "b"]))
+    assert built.to_pylist() == ["a", None, "b", None, "a"]
+    assert built.null_count == 2 and built.dictionary.null_count == 0
+
+
+def test_an_lseq_beyond_its_process_fails_the_run(
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+) -> None:
+    """An event whose lseq is past its process's event count reaches its own unit's task
+    (its output part is clamped), which rejects it, rather than another unit's."""
+    _, events, messages = random_set
+    broken = events.withColumn(
+        "lseq",
+        F.when((F.col("trace_id") == "r03") & (F.col("pidx") == 0) & (F.col("lseq") == 1),
+               F.lit(10_000)).otherwise(F.col("lseq")),
+    )  # fmt: skip
+    settings = ClockSettings(engine="per_trace", slab_events=10, output_parts=3)
+    with pytest.raises(Exception, match=r"lseq is outside 1\.\.its process.s event count"):
+        with_clocks(broken, messages, settings).events.collect()
 
 
 @pytest.mark.parametrize("seed", [0, 1], ids=["seed-0", "seed-1"])
