@@ -615,7 +615,7 @@ def _plain(table: pa.Table) -> pa.Table:
 def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
     """Per-trace engine: exact clocks of the events of a batch of units (whole components).
 
-    `events` are some events of each unit (`_batch_pass`'s narrow rows: unit number,
+    `events` are some events of each unit (`_batch_inputs`' narrow rows: unit number,
     pidx, lseq, kind and source codes, the other body columns). `links` holds *all*
     the receive links of those units (a unit split into output parts sends them to
     every part) and their name rows (n_processes set): one per (unit, process,
@@ -1031,17 +1031,19 @@ def with_clocks(
         events.sparkSession, settings, shape["whole_events"] or 0, shape["whole_units"]
     )
 
+    # built once (its small checkpoints and key probe are Spark jobs), run per writer
+    whole_events, whole_links = _batch_inputs(
+        events,
+        messages,
+        info.where(~split),
+        plan.names,
+        batches,
+        settings.slab_events,
+        settings.output_parts,
+    )
+
     def whole(writer: FileWriter | None) -> DataFrame:
-        return _batch_pass(
-            events,
-            messages,
-            info.where(~split),
-            plan.names,
-            batches,
-            settings.slab_events,
-            settings.output_parts,
-            writer,
-        )
+        return _batch_pass(whole_events, whole_links, writer)
 
     if (shape[N_SLABS] or 1) == 1:
         return ClockResult(whole(None), whole, info, component_rounds, 1)
@@ -1178,6 +1180,17 @@ def _output(
 
 
 def _batch_pass(
+    unit_events: DataFrame, links: DataFrame, writer: FileWriter | None = None
+) -> DataFrame:
+    """Per-trace engine: `_batch_inputs`' groups through `_batch_clocks` (and the writer)."""
+    return (
+        unit_events.groupBy(GROUP_KEY)
+        .cogroup(links.groupBy(GROUP_KEY))
+        .applyInArrow(*_output(_batch_clocks, writer))
+    )
+
+
+def _batch_inputs(
     events: DataFrame,
     messages: DataFrame,
     units: DataFrame,
@@ -1185,9 +1198,9 @@ def _batch_pass(
     batches: int,
     part_events: int,
     max_parts: int,
-    writer: FileWriter | None = None,
-) -> DataFrame:
-    """Per-trace engine: the whole units of `units` (plan rows), many per group.
+) -> tuple[DataFrame, DataFrame]:
+    """Per-trace engine's groups: the whole units of `units` (plan rows), many per group,
+    as (events, links) keyed by GROUP_KEY.
 
     A unit goes to batch hash(trace, component) mod `batches`. A unit larger than
     `part_events` has its output split into parts (equal lseq shares of every process):
@@ -1284,12 +1297,7 @@ def _batch_pass(
         C.SOURCE,
         SOURCE_CODE,
     )
-    links = receives.unionByName(name_rows, allowMissingColumns=True)
-    return (
-        unit_events.groupBy(GROUP_KEY)
-        .cogroup(links.groupBy(GROUP_KEY))
-        .applyInArrow(*_output(_batch_clocks, writer))
-    )
+    return unit_events, receives.unionByName(name_rows, allowMissingColumns=True)
 
 
 def _kind_code(kind: Column) -> Column:

@@ -494,7 +494,7 @@ def test_export_kernel_rows_equal_the_dense_kernel(seed: int) -> None:
 
 
 def _batch_tables(traces: list[Trace]) -> tuple[pa.Table, pa.Table]:
-    """The per-trace engine's UDF inputs (`_batch_pass`'s narrow rows) for whole
+    """The per-trace engine's UDF inputs (`_batch_inputs`' narrow rows) for whole
     single-component traces, unit i = traces[i]: events with codes, links with the receive
     links and one name row per (trace, process, source)."""
     events_schema = pa.schema(
