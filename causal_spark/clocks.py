@@ -44,15 +44,19 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import os
+import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import reduce
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from numba import njit
+from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -97,6 +101,7 @@ T_MAX = "__t_max"
 CYCLE = "cycle"
 PART = "part"
 PARTS = "parts"
+IN_PLACE = "in_place"  # a whole unit larger than slab_events: clocked where its events are read
 GROUP_KEY = "group_key"
 BATCH = "batch"
 UNIT_CODE = "unit"  # a unit's number within its batch (the per-trace engine's events carry it)
@@ -573,7 +578,8 @@ def _ragged_lists(values: np.ndarray, offsets: np.ndarray, valid: np.ndarray) ->
         chunks.append(
             pa.ListArray.from_arrays(
                 pa.array((offsets[lo : hi + 1] - base).astype(np.int32)),
-                pa.array(values[base : offsets[hi]], pa.int32()),
+                # no type given: pyarrow wraps the int32 buffer (given one, it scans it)
+                pa.array(values[base : offsets[hi]].astype(np.int32, copy=False)),
                 type=VC_ARROW,
                 mask=pa.array(~valid[lo:hi]),
             )
@@ -1032,18 +1038,31 @@ def with_clocks(
     )
 
     # built once (its small checkpoints and key probe are Spark jobs), run per writer
-    whole_events, whole_links = _batch_inputs(
-        events,
-        messages,
-        info.where(~split),
-        plan.names,
-        batches,
-        settings.slab_events,
-        settings.output_parts,
+    placed = _place_units(
+        info.where(~split), plan.names, batches, settings.slab_events, settings.output_parts
     )
+    every_events, every_links = _cogroup_inputs(placed, events, messages)
+    small_events, small_links = _cogroup_inputs(placed, events, messages, ~F.col(IN_PLACE))
 
     def whole(writer: FileWriter | None) -> DataFrame:
-        return _batch_pass(whole_events, whole_links, writer)
+        if writer is None or not writer.scratch:
+            return _batch_pass(every_events, every_links, writer)
+        # output parts per kind of whole unit (a small job on the checkpointed placement)
+        parts = {
+            row[IN_PLACE]: row[PARTS]
+            for row in placed.procs.select(C.TRACE_ID, COMPONENT, IN_PLACE, PARTS)
+            .distinct()
+            .groupBy(IN_PLACE)
+            .agg(F.sum(PARTS).alias(PARTS))
+            .collect()
+        }
+        if True not in parts:
+            return _batch_pass(every_events, every_links, writer)
+        # with a writer, the large units are clocked where their events are read
+        written = _in_place_pass(placed, events, messages, writer, parts[True])
+        if False in parts:
+            written = _batch_pass(small_events, small_links, writer).unionByName(written)
+        return written
 
     if (shape[N_SLABS] or 1) == 1:
         return ClockResult(whole(None), whole, info, component_rounds, 1)
@@ -1182,7 +1201,7 @@ def _output(
 def _batch_pass(
     unit_events: DataFrame, links: DataFrame, writer: FileWriter | None = None
 ) -> DataFrame:
-    """Per-trace engine: `_batch_inputs`' groups through `_batch_clocks` (and the writer)."""
+    """Per-trace engine: `_cogroup_inputs`' groups through `_batch_clocks` (and the writer)."""
     return (
         unit_events.groupBy(GROUP_KEY)
         .cogroup(links.groupBy(GROUP_KEY))
@@ -1190,41 +1209,33 @@ def _batch_pass(
     )
 
 
-def _batch_inputs(
-    events: DataFrame,
-    messages: DataFrame,
-    units: DataFrame,
-    names: DataFrame,
-    batches: int,
-    part_events: int,
-    max_parts: int,
-) -> tuple[DataFrame, DataFrame]:
-    """Per-trace engine's groups: the whole units of `units` (plan rows), many per group,
-    as (events, links) keyed by GROUP_KEY.
+@dataclass(frozen=True)
+class _Placed:
+    """The per-trace engine's whole units, placed (`_place_units`).
+
+    procs: one row per (trace, pidx) with its unit's batch, output parts, number in the
+    batch (UNIT_CODE) and IN_PLACE; named: the same with the name rows' columns, one row
+    per (trace, pidx, source). Both small and checkpointed. keys: the group keys of
+    (batch, part), `_group_keys`.
+    """
+
+    procs: DataFrame
+    named: DataFrame
+    keys: list[int]
+    max_parts: int
+
+
+def _place_units(
+    units: DataFrame, names: DataFrame, batches: int, part_events: int, max_parts: int
+) -> _Placed:
+    """Batches, output parts and in-place flags of the whole units of `units` (plan rows).
 
     A unit goes to batch hash(trace, component) mod `batches`. A unit larger than
-    `part_events` has its output split into parts (equal lseq shares of every process):
-    each part's group gets its share of the events and all the unit's links, runs the
-    kernel over the whole unit and returns its share, so one large trace converts and
-    writes its vectors on several cores instead of one.
-
-    The rows shipped to the groups are narrow: an event carries its unit's number in
-    the batch, `kind` as a code and `source` as its code among its process's sources,
-    not `trace_id`, `process`, `kind` and `source` as strings; the links side carries
-    one *name row* per (unit, process, source) with those strings, the process's event
-    count and the unit's n. Strings were most of what the shuffle and Spark's conversion
-    of rows to Arrow cost (half the conversion time at 10^7 x 64); the task writes them
-    back as Parquet dictionary columns.
+    `part_events` is IN_PLACE: with a writer, its events are clocked where they are read
+    (`_in_place_pass`); without one, its output is split into parts (`_cogroup_inputs`).
     """
-    spark = events.sparkSession
+    spark = units.sparkSession
     max_parts = max(1, max_parts)
-    keys = _group_keys(spark, batches, max_parts)
-    parts = F.col(PARTS)
-
-    def group(part: Column) -> Column:
-        index = F.col(BATCH) * max_parts + part + 1
-        return F.element_at(F.array(*[F.lit(k) for k in keys]), index).alias(GROUP_KEY)
-
     per_batch = Window.partitionBy(BATCH).orderBy(C.TRACE_ID, COMPONENT)
     procs = checkpoint(
         units.select(
@@ -1235,9 +1246,19 @@ def _batch_inputs(
             PROC_EVENTS,
             F.pmod(F.xxhash64(C.TRACE_ID, COMPONENT), F.lit(batches)).cast("int").alias(BATCH),
             _output_parts(part_events, max_parts).alias(PARTS),
+            (F.col(UNIT_EVENTS) > F.lit(part_events)).alias(IN_PLACE),
         ).withColumn(UNIT_CODE, (F.dense_rank().over(per_batch) - 1).cast("int"))
     )
     named = checkpoint(procs.join(names, [C.TRACE_ID, C.PIDX]))
+    return _Placed(procs, named, _group_keys(spark, batches, max_parts), max_parts)
+
+
+def _narrow_events(events: DataFrame, named: DataFrame, key: Column) -> DataFrame:
+    """The events of `named`'s units as narrow rows, `key` first (see `_cogroup_inputs`).
+
+    `key` may use BATCH, PARTS and PROC_EVENTS of the event's process. The join is a
+    broadcast of `named`, so the events keep the partitioning they were read with.
+    """
     lookup = named.select(
         F.col(C.TRACE_ID).alias("__trace"),
         F.col(C.PIDX).alias("__pidx"),
@@ -1253,19 +1274,12 @@ def _batch_inputs(
         & (F.col(C.PIDX) == F.col("__pidx"))
         & F.col(C.SOURCE).eqNullSafe(F.col("__source"))
     )
-    # clamped: an lseq outside 1..N_p still reaches its own unit's group, whose task
-    # rejects it (another part's key could hold another unit with the same number)
-    share = F.least(
-        F.greatest(F.floor((F.col(C.LSEQ) - 1) * parts / F.col(PROC_EVENTS)), F.lit(0)),
-        parts - 1,
-    ).cast("int")
     # the events and the name rows both take `unit` from `named`: Spark rejects a cogroup
     # whose two sides share one attribute of a checkpointed plan (an ambiguous self-join),
     # so each side gets it under a new alias
-    fresh = F.col(UNIT_CODE).alias(UNIT_CODE)
-    unit_events = events.join(F.broadcast(lookup), found).select(
-        group(share),
-        fresh,
+    return events.join(F.broadcast(lookup), found).select(
+        key,
+        F.col(UNIT_CODE).alias(UNIT_CODE),
         F.col(C.PIDX).cast("int").alias(C.PIDX),
         C.LSEQ,
         _kind_code(F.col(C.KIND)).alias(KIND_CODE),
@@ -1276,6 +1290,43 @@ def _batch_inputs(
         C.LINE,
         SOURCE_CODE,
     )
+
+
+def _cogroup_inputs(
+    placed: _Placed, events: DataFrame, messages: DataFrame, where: Column | None = None
+) -> tuple[DataFrame, DataFrame]:
+    """Per-trace engine's groups: the placed units (those `where` keeps), many per group,
+    as (events, links) keyed by GROUP_KEY.
+
+    A unit larger than `part_events` has its output split into parts (equal lseq shares
+    of every process): each part's group gets its share of the events and all the
+    unit's links, runs the kernel over the whole unit and returns its share, so one
+    large trace converts and writes its vectors on several cores instead of one.
+
+    The rows shipped to the groups are narrow: an event carries its unit's number in
+    the batch, `kind` as a code and `source` as its code among its process's sources,
+    not `trace_id`, `process`, `kind` and `source` as strings; the links side carries
+    one *name row* per (unit, process, source) with those strings, the process's event
+    count and the unit's n. Strings were most of what the shuffle and Spark's conversion
+    of rows to Arrow cost (half the conversion time at 10^7 x 64); the task writes them
+    back as Parquet dictionary columns.
+    """
+    procs, named = placed.procs, placed.named
+    if where is not None:
+        procs, named = procs.where(where), named.where(where)
+    max_parts, parts = placed.max_parts, F.col(PARTS)
+
+    def group(part: Column) -> Column:
+        index = F.col(BATCH) * max_parts + part + 1
+        return F.element_at(F.array(*[F.lit(k) for k in placed.keys]), index).alias(GROUP_KEY)
+
+    # clamped: an lseq outside 1..N_p still reaches its own unit's group, whose task
+    # rejects it (another part's key could hold another unit with the same number)
+    share = F.least(
+        F.greatest(F.floor((F.col(C.LSEQ) - 1) * parts / F.col(PROC_EVENTS)), F.lit(0)),
+        parts - 1,
+    ).cast("int")
+    unit_events = _narrow_events(events, named, group(share))
     every_part = F.explode(F.sequence(F.lit(0), parts - 1))
     receives = (
         _delivered(messages)
@@ -1286,9 +1337,14 @@ def _batch_inputs(
         .withColumn(PART, every_part)
         .select(group(F.col(PART)), UNIT_CODE, C.PIDX, C.LSEQ, PEER_PIDX, PEER_LSEQ)
     )
-    name_rows = named.withColumn(PART, every_part).select(
-        group(F.col(PART)),
-        fresh,
+    name_rows = named.withColumn(PART, every_part).select(group(F.col(PART)), *_name_columns())
+    return unit_events, receives.unionByName(name_rows, allowMissingColumns=True)
+
+
+def _name_columns() -> list[Column | str]:
+    """A name row's columns after its key (the links side of `_batch_clocks`)."""
+    return [
+        F.col(UNIT_CODE).alias(UNIT_CODE),
         C.PIDX,
         C.TRACE_ID,
         N_PROCS,
@@ -1296,8 +1352,96 @@ def _batch_inputs(
         C.PROCESS,
         C.SOURCE,
         SOURCE_CODE,
+    ]
+
+
+def _in_place_pass(
+    placed: _Placed, events: DataFrame, messages: DataFrame, writer: FileWriter, tasks: int
+) -> DataFrame:
+    """Per-trace engine for the IN_PLACE units: their events are clocked and written by
+    the tasks that read them, with no shuffle; the DataFrame names the files.
+
+    A large unit's events are the bulk of the job, and the kernel needs none of them,
+    only each process's event count and the receive links: events are needed only to be
+    written back with their clocks. So the links and name rows of these units are
+    written once, by batch, under the writer's scratch folder (this runs a Spark job
+    now), and the narrow events go, as they were read (a broadcast join gives their
+    units), to at most `tasks` tasks (`coalesce`: merges input splits, no shuffle).
+    Each task reads the links of the batches its rows belong to and runs
+    `_batch_clocks` on its rows: the kernel over each whole unit, keeping the rows it
+    holds (the rolling kernel when they are a part of a large unit).
+
+    A task holding rows of several units runs the kernel of each; the cost is one
+    kernel traversal per (task, unit) pair, which is why small units take the cogroup
+    path. Two rows with one (trace, pidx, lseq) are found within a task only; ingest
+    numbers lseq, so the events table has none.
+    """
+    if not writer.scratch:
+        raise ValueError("the in-place clocks pass needs a writer with a scratch folder")
+    procs = placed.procs.where(F.col(IN_PLACE))
+    named = placed.named.where(F.col(IN_PLACE))
+    folder = os.path.join(writer.scratch, f"clock-links-{uuid.uuid4().hex}")
+    receives = _delivered(messages).join(
+        F.broadcast(procs.select(C.TRACE_ID, C.PIDX, BATCH, UNIT_CODE)), [C.TRACE_ID, C.PIDX]
     )
-    return unit_events, receives.unionByName(name_rows, allowMissingColumns=True)
+    _stage_by_batch(
+        receives.select(BATCH, UNIT_CODE, C.PIDX, C.LSEQ, PEER_PIDX, PEER_LSEQ).unionByName(
+            named.select(BATCH, *_name_columns()), allowMissingColumns=True
+        ),
+        folder,
+    )
+
+    def clock(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        read = list(batches)
+        if not read:
+            return
+        rows = pa.Table.from_batches(read)
+        batch_of = rows.column(BATCH).to_numpy()
+        rows = rows.drop_columns([BATCH])
+        for batch in np.unique(batch_of):
+            wanted = batch_of == batch
+            mine = rows if wanted.all() else rows.filter(pa.array(wanted))
+            links = pq.read_table(os.path.join(folder, f"{BATCH}={int(batch)}"))
+            yield from writer.write(_batch_clocks(mine, links)).to_batches()
+
+    narrow = _narrow_events(events, named, F.col(BATCH)).coalesce(max(1, tasks))
+    return narrow.mapInArrow(clock, FILES_SCHEMA)
+
+
+def _stage_by_batch(rows: DataFrame, folder: str) -> None:
+    """Write `rows` (BATCH first) as Parquet files under folder/batch=<BATCH>/ (runs a job).
+
+    The tasks write with pyarrow, as the in-place tasks that read the files do. Spark's
+    own partitioned writer was tried first: right after it, the in-place stage's JVM side
+    took up to twice its CPU time (5 s became 7-9 s in 3 of 5 repeats, scratch A/B of
+    2026-11-23), and not after this writer.
+    """
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        read = list(batches)
+        table = pa.Table.from_batches(read) if read else None
+        if table is None or table.num_rows == 0:
+            return
+        batch_of = table.column(BATCH).to_numpy()
+        table = table.drop_columns([BATCH])
+        for batch in np.unique(batch_of):
+            where = os.path.join(folder, f"{BATCH}={int(batch)}")
+            os.makedirs(where, exist_ok=True)
+            part = table.filter(pa.array(batch_of == batch))
+            # one file per (input partition, batch): a retried or speculative attempt
+            # replaces its file instead of adding duplicate links
+            # (a file whose name starts with "." is one pyarrow's readers skip)
+            context = TaskContext.get()
+            name = f"part-{context.partitionId() if context else 0:05d}.parquet"
+            temporary = os.path.join(where, f".{name}.{uuid.uuid4().hex}")
+            pq.write_table(part, temporary)
+            os.replace(temporary, os.path.join(where, name))
+            yield pa.RecordBatch.from_pydict({"rows": [part.num_rows]}, schema=_ROWS)
+
+    rows.mapInArrow(write, "rows long").collect()
+
+
+_ROWS = pa.schema([("rows", pa.int64())])
 
 
 def _kind_code(kind: Column) -> Column:

@@ -91,11 +91,16 @@ class FileWriter:
     Arrow schema in the footer. A dictionary column whose values have the declared type
     is written as it is (the clocks tasks build their strings that way). Picklable: a
     UDF closes over it.
+
+    scratch: a folder (not under `folder`) that the job producing the rows may use for
+    its own intermediate files, read by its tasks; `RunTransaction.stage_through`
+    removes it when the job ends. Empty: none (the producer must not need one).
     """
 
     table: str
     folder: str
     compression: str = "snappy"
+    scratch: str = ""
 
     def write(self, rows: pa.Table) -> pa.Table:
         files = tables.to_arrow(FILES_SCHEMA)
@@ -265,12 +270,21 @@ class RunTransaction:
 
         `produce(writer)` returns a DataFrame of `FILES_SCHEMA` rows, one per file its
         tasks wrote with `writer`; collecting it runs the job. Files in the folder that
-        no returned row names (a failed task attempt's) are removed.
+        no returned row names (a failed task attempt's) are removed, and so is the
+        writer's scratch folder, whatever the job's outcome.
         """
         began = time.monotonic()
         folder = self._next_folder(table)
-        writer = FileWriter(table, folder, _arrow_codec(self.warehouse.spark))
-        written = {row["path"]: int(row["rows"]) for row in produce(writer).collect()}
+        attempt = len(self.started[table])  # _next_folder counts this stage of the table
+        scratch = os.path.join(
+            self.warehouse.root, "_staging", self.run_id, f"_scratch-{table}-{attempt}"
+        )
+        writer = FileWriter(table, folder, _arrow_codec(self.warehouse.spark), scratch)
+        try:
+            written = {row["path"]: int(row["rows"]) for row in produce(writer).collect()}
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_empty_parents(scratch, stop=self.warehouse.root)
         outside = [p for p in written if os.path.dirname(os.path.abspath(p)) != folder]
         if outside:
             raise WarehouseError(f"staging {table}: files written outside {folder}: {outside[:3]}")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 from hypothesis import given, settings
@@ -42,6 +44,7 @@ from causal_spark.clocks import (
 )
 from causal_spark.config import ClockSettings
 from causal_spark.graphs import connected_components
+from causal_spark.sinks import FileWriter
 from tests.conftest import SAMPLES
 from tests.helpers import ingest_paths, spark_jobs
 from tests.random_traces import Trace, brute_clocks, frames, random_trace
@@ -653,6 +656,64 @@ def test_an_lseq_beyond_its_process_fails_the_run(
     settings = ClockSettings(engine="per_trace", slab_events=10, output_parts=3)
     with pytest.raises(Exception, match=r"lseq is outside 1\.\.its process.s event count"):
         with_clocks(broken, messages, settings).events.collect()
+
+
+@pytest.mark.parametrize(
+    ("slab_events", "parts"),
+    [(7, 2), (7, 3), (90, 2)],
+    ids=["all-in-place-2", "all-in-place-3", "mixed-2"],
+)
+def test_units_clocked_in_place_give_the_cogrouped_rows(
+    spark: SparkSession,
+    samples: tuple[DataFrame, DataFrame],
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    tmp_path: Path,
+    slab_events: int,
+    parts: int,
+) -> None:
+    """With a writer, whole units above slab_events are clocked where their events are
+    read (`_in_place_pass`: links staged under the scratch folder, no shuffle of the
+    events, at most the units' output parts in tasks); the smaller ones still go through
+    the cogroup. The files hold exactly the rows of the cogrouped events, INVALID ones too.
+    """
+    _, events, messages = random_set
+    events = events.unionByName(samples[0]).repartition(7).localCheckpoint()
+    messages = messages.unionByName(samples[1])
+    settings = ClockSettings(engine="per_trace", slab_events=slab_events, output_parts=parts)
+    result = with_clocks(events, messages, settings)
+    writer = FileWriter("events", str(tmp_path / "out"), scratch=str(tmp_path / "scratch"))
+    written = result.files(writer)
+    staged = list((tmp_path / "scratch").glob("clock-links-*/batch=*"))
+    assert staged  # the in-place pass ran (and staged its units' links by batch)
+    sizes = result.plan.groupBy("trace_id", "component").agg(F.sum("proc_events").alias("n"))
+    big = sizes.where(F.col("n") > slab_events)
+    parts_wanted = big.select(
+        F.sum(F.least(F.ceil(F.col("n") / slab_events), F.lit(parts)))
+    ).first()[0]
+    if big.count() == sizes.count():  # only in-place units: one coalesced mapInArrow
+        assert written.rdd.getNumPartitions() == min(7, parts_wanted)
+    else:
+        assert big.count() >= 1
+    files = [row["path"] for row in written.collect()]
+    assert sum(pq.read_metadata(f).num_rows for f in files) == events.count()
+    got = spark.read.schema(tables.table_schema("events")).parquet(*files)
+    assert_df_equality(got, result.events, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_an_lseq_beyond_its_process_fails_the_in_place_pass(
+    random_set: tuple[list[Trace], DataFrame, DataFrame], tmp_path: Path
+) -> None:
+    """The in-place task checks its rows against the staged name rows as the cogroup does."""
+    _, events, messages = random_set
+    broken = events.withColumn(
+        "lseq",
+        F.when((F.col("trace_id") == "r03") & (F.col("pidx") == 0) & (F.col("lseq") == 1),
+               F.lit(10_000)).otherwise(F.col("lseq")),
+    )  # fmt: skip
+    settings = ClockSettings(engine="per_trace", slab_events=10, output_parts=2)
+    writer = FileWriter("events", str(tmp_path / "out"), scratch=str(tmp_path / "scratch"))
+    with pytest.raises(Exception, match=r"lseq is outside 1\.\.its process.s event count"):
+        with_clocks(broken, messages, settings).files(writer).collect()
 
 
 @pytest.mark.parametrize("seed", [0, 1], ids=["seed-0", "seed-1"])

@@ -263,10 +263,19 @@ def test_events_written_by_tasks_equal_sparks_write(
     with by_spark.transaction("a") as txn:
         txn.stage("events", result.events)
         txn.commit()
+    scratches: list[str] = []
+
+    def files(writer: FileWriter) -> DataFrame:
+        scratches.append(writer.scratch)
+        return result.files(writer)
+
     with by_tasks.transaction("b") as txn:
-        staged = txn.stage_through("events", result.files)
+        staged = txn.stage_through("events", files)
         assert txn.staged_rows("events") == 56
         txn.commit()
+    # the per-trace engine's large units used the scratch folder; it is gone with the job
+    assert scratches and scratches[0].startswith(str(tmp_path / "tasks" / "_staging"))
+    assert not os.path.exists(scratches[0])
     # the same table, read back by Spark and by delta-rs
     assert_df_equality(by_tasks.read("events"), by_spark.read("events"), ignore_row_order=True)
     assert_df_equality(staged, by_spark.read("events"), ignore_row_order=True)
@@ -338,3 +347,4 @@ def test_a_task_writing_a_forbidden_null_fails_the_run_and_stages_nothing(
         txn.stage_through("events", produce)
     assert not target.exists("events")
     assert not (tmp_path / "out" / "events").exists()
+    assert not (tmp_path / "out" / "_staging").exists()  # nor a scratch folder
