@@ -55,7 +55,7 @@ def _clocks(
     done = np.zeros(events, dtype=np.bool_)
     ptr = start.copy()
     end = start + length
-    wait_head = np.full(events, -1, dtype=np.int64)
+    wait_head = np.full(events, -1, dtype=np.int32)  # process indices
     wait_next = np.full(n, -1, dtype=np.int64)
     stack = np.empty(n, dtype=np.int64)
     top = 0
@@ -174,7 +174,9 @@ def _export_clocks(
     n = start.shape[0]
     events = send_event.shape[0]
     # receives in the group of each send event (a multicast has several)
-    pending = np.zeros(events, dtype=np.int64)
+    # int32: counts, slots and process indices (events-sized arrays are fresh memory, and
+    # first touching a page is a large part of this kernel's time in a Spark task)
+    pending = np.zeros(events, dtype=np.int32)
     for e in range(events):
         if send_event[e] >= 0:
             pending[send_event[e]] += 1
@@ -191,14 +193,14 @@ def _export_clocks(
     n_free = capacity
     held = 0
     most_held = 0
-    slot_of = np.full(events, -1, dtype=np.int64)
+    slot_of = np.full(events, -1, dtype=np.int32)
     out_vc = np.zeros((n_exports, n), dtype=np.int32)
     out_lamport = np.zeros(n_exports, dtype=np.int64)
     out_dist = np.zeros((n_exports, n_entries), dtype=np.int32)
     done = np.zeros(events, dtype=np.bool_)
     ptr = start.copy()
     end = start + length
-    wait_head = np.full(events, -1, dtype=np.int64)
+    wait_head = np.full(events, -1, dtype=np.int32)
     wait_next = np.full(n, -1, dtype=np.int64)
     stack = np.empty(n, dtype=np.int64)
     top = 0
@@ -598,10 +600,13 @@ def _units_clocks(
         p0, p1 = unit_proc[u], unit_proc[u + 1]
         n = p1 - p0
         local_start = start[p0:p1] - r0
-        local_send = send_event[r0:r1].copy()
-        for i in range(r1 - r0):
-            if local_send[i] >= 0:
-                local_send[i] -= r0
+        if r0 == 0:
+            local_send = send_event[r0:r1]  # read only: no copy of an events-sized array
+        else:
+            local_send = send_event[r0:r1].copy()
+            for i in range(r1 - r0):
+                if local_send[i] >= 0:
+                    local_send[i] -= r0
         rolling = _rolling(r1 - r0, n, hi - lo, dense_max_cells, rolling_min_cells)
         if rolling:
             # rows kept: the wanted ones, one per process, the sends in flight
@@ -715,21 +720,22 @@ def units_clocks_at(
     `ROLLING_MIN_CELLS`) and at most 3/4 of its rows are wanted (fresh memory, which the
     dense matrix is, costs more than the extra compute).
     """
-    unit_row = unit_row.astype(np.int64)
-    unit_proc = unit_proc.astype(np.int64)
-    length = length.astype(np.int64)
+    # copy=False: the events-sized arrays are usually int64 already (no fresh pages)
+    unit_row = unit_row.astype(np.int64, copy=False)
+    unit_proc = unit_proc.astype(np.int64, copy=False)
+    length = length.astype(np.int64, copy=False)
     start = np.zeros(len(length), dtype=np.int64)
     np.cumsum(length[:-1], out=start[1:])
     if len(unit_row) > 1 and not np.array_equal(start[unit_proc[:-1]], unit_row[:-1]):
         raise GroupShapeError("unit_row does not match the processes' rows (unit_proc, length)")
-    out_rows = out_rows.astype(np.int64)
+    out_rows = out_rows.astype(np.int64, copy=False)
     if len(out_rows) and (
         np.any(np.diff(out_rows) <= 0) or out_rows[0] < 0 or out_rows[-1] >= unit_row[-1]
     ):
         raise GroupShapeError("out_rows must be distinct rows of the units, ascending")
     if out_pos is None:
         out_pos = np.arange(len(out_rows), dtype=np.int64)
-    out_pos = out_pos.astype(np.int64)
+    out_pos = out_pos.astype(np.int64, copy=False)
     if len(out_pos) != len(out_rows) or not np.array_equal(
         np.bincount(out_pos, minlength=len(out_rows)), np.ones(len(out_rows), dtype=np.int64)
     ):
@@ -739,7 +745,7 @@ def units_clocks_at(
         unit_proc,
         start,
         length,
-        send_event.astype(np.int64),
+        send_event.astype(np.int64, copy=False),
         out_rows,
         out_pos,
         DENSE_MAX_CELLS if dense_max_cells is None else dense_max_cells,
