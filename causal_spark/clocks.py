@@ -12,10 +12,13 @@ never the result.
 - **Per-trace engine** (n_slabs = 1): a grouped Arrow UDF runs the compiled
   kernel of `causal_spark.clock_kernel` over whole components (many per group)
   and builds the output from flat buffers. A component larger than
-  `slab_events` is written by up to `output_parts` groups: each gets an equal
-  lseq share of every process's events and all the component's receive links,
-  runs the kernel over the whole component and returns its share (the kernel is
-  cheap next to converting and writing the vectors, which this spreads).
+  `slab_events` is, when the rows are written by the tasks (`files`), clocked
+  where its events are read (`_in_place_pass`: its links are staged once, and
+  each task holding some of its events runs the kernel over the whole
+  component and writes its own rows, with no shuffle of the events); without
+  a writer it is cogrouped as up to `output_parts` equal lseq shares of every
+  process, each with all the component's receive links. Either way the kernel
+  is cheap next to converting and writing the vectors, which this spreads.
 - **Distributed engine** (n_slabs > 1), for a component too large for one task:
   1. every slab runs the kernel *symbolically*, seeded with "the last event of
      p before the slab" and "the send of each message arriving from another
@@ -123,7 +126,10 @@ class ClockResult:
     events: the `events` columns with `lamport` and `vc` (null for a component
     with a causal cycle). files: the same rows written by the tasks that compute
     them, with the writer given (sinks.FileWriter); the DataFrame it returns names
-    the files (sinks.FILES_SCHEMA), and the vectors never enter the JVM.
+    the files (sinks.FILES_SCHEMA), and the vectors never enter the JVM. With a
+    writer that has a scratch folder, calling `files` already runs small jobs and
+    stages the large components' links there (`_in_place_pass`): collect the
+    DataFrame it returns before that folder is removed (`stage_through` does).
     plan: one row per (trace, process) with its
     component, N_p, the trace's n, the component's events and slabs (small,
     checkpointed).
@@ -621,7 +627,7 @@ def _plain(table: pa.Table) -> pa.Table:
 def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
     """Per-trace engine: exact clocks of the events of a batch of units (whole components).
 
-    `events` are some events of each unit (`_batch_inputs`' narrow rows: unit number,
+    `events` are some events of each unit (`_narrow_events`' rows: unit number,
     pidx, lseq, kind and source codes, the other body columns). `links` holds *all*
     the receive links of those units (a unit split into output parts sends them to
     every part) and their name rows (n_processes set): one per (unit, process,
@@ -1366,15 +1372,18 @@ def _in_place_pass(
     written back with their clocks. So the links and name rows of these units are
     written once, by batch, under the writer's scratch folder (this runs a Spark job
     now), and the narrow events go, as they were read (a broadcast join gives their
-    units), to at most `tasks` tasks (`coalesce`: merges input splits, no shuffle).
-    Each task reads the links of the batches its rows belong to and runs
-    `_batch_clocks` on its rows: the kernel over each whole unit, keeping the rows it
-    holds (the rolling kernel when they are a part of a large unit).
+    units), to `tasks` tasks or the default parallelism if more (`coalesce`: merges
+    input splits, no shuffle; the scan of `events` runs in those tasks, filtered on the
+    units' traces so Parquet statistics can skip other row groups). Each task reads
+    the links of the batches its rows belong to and runs `_batch_clocks` on its rows:
+    the kernel over each whole unit, keeping the rows it holds (the rolling kernel when
+    they are a part of a large unit).
 
-    A task holding rows of several units runs the kernel of each; the cost is one
-    kernel traversal per (task, unit) pair, which is why small units take the cogroup
-    path. Two rows with one (trace, pidx, lseq) are found within a task only; ingest
-    numbers lseq, so the events table has none.
+    A task holding rows of several units runs the kernel of each: one kernel traversal
+    per (task, unit) pair. That is cheap when the events table is clustered by trace,
+    as ingest writes it (a trace's rows are in few input splits), and is why small
+    units take the cogroup path. Two rows with one (trace, pidx, lseq) are found within
+    a task only; ingest numbers lseq, so the events table has none.
     """
     if not writer.scratch:
         raise ValueError("the in-place clocks pass needs a writer with a scratch folder")
@@ -1404,17 +1413,22 @@ def _in_place_pass(
             links = pq.read_table(os.path.join(folder, f"{BATCH}={int(batch)}"))
             yield from writer.write(_batch_clocks(mine, links)).to_batches()
 
-    narrow = _narrow_events(events, named, F.col(BATCH)).coalesce(max(1, tasks))
+    traces = [r[C.TRACE_ID] for r in procs.select(C.TRACE_ID).distinct().limit(10_001).collect()]
+    if len(traces) <= 10_000:  # large units: few traces (a pushed-down filter)
+        events = events.where(F.col(C.TRACE_ID).isin(traces))
+    parallelism = events.sparkSession.sparkContext.defaultParallelism
+    narrow = _narrow_events(events, named, F.col(BATCH)).coalesce(max(1, tasks, parallelism))
     return narrow.mapInArrow(clock, FILES_SCHEMA)
 
 
 def _stage_by_batch(rows: DataFrame, folder: str) -> None:
     """Write `rows` (BATCH first) as Parquet files under folder/batch=<BATCH>/ (runs a job).
 
-    The tasks write with pyarrow, as the in-place tasks that read the files do. Spark's
-    own partitioned writer was tried first: right after it, the in-place stage's JVM side
-    took up to twice its CPU time (5 s became 7-9 s in 3 of 5 repeats, scratch A/B of
-    2026-11-23), and not after this writer.
+    The tasks write with pyarrow, one file per (input partition, batch) with a name of
+    its own, so a retried or speculative attempt replaces its file rather than adding
+    duplicate links. (Spark's partitioned writer was tried first; right after it the
+    in-place stage's JVM side ran up to 2x slower in 3 of 5 repeats of a scratch A/B,
+    2026-11-23, before `spark.sql.execution.arrow.maxBytesPerBatch` was set.)
     """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -1422,6 +1436,9 @@ def _stage_by_batch(rows: DataFrame, folder: str) -> None:
         table = pa.Table.from_batches(read) if read else None
         if table is None or table.num_rows == 0:
             return
+        context = TaskContext.get()
+        if context is None:  # every writer would then name its file part-00000
+            raise RuntimeError("staging the in-place links must run in a Spark task")
         batch_of = table.column(BATCH).to_numpy()
         table = table.drop_columns([BATCH])
         for batch in np.unique(batch_of):
@@ -1431,8 +1448,7 @@ def _stage_by_batch(rows: DataFrame, folder: str) -> None:
             # one file per (input partition, batch): a retried or speculative attempt
             # replaces its file instead of adding duplicate links
             # (a file whose name starts with "." is one pyarrow's readers skip)
-            context = TaskContext.get()
-            name = f"part-{context.partitionId() if context else 0:05d}.parquet"
+            name = f"part-{context.partitionId():05d}.parquet"
             temporary = os.path.join(where, f".{name}.{uuid.uuid4().hex}")
             pq.write_table(part, temporary)
             os.replace(temporary, os.path.join(where, name))

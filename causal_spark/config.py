@@ -63,8 +63,9 @@ class ClockSettings:
     graph_backend: GraphBackend = "auto"
     checkpoint_interval: int = 2
     matrix: bool = False
-    # per-trace engine: a component larger than slab_events writes its events from up to
-    # this many tasks, each running the kernel over the whole component (about the cores)
+    # per-trace engine: a component larger than slab_events is clocked by about this many
+    # tasks (at least the default parallelism when in place), each running the kernel over
+    # the whole component and writing its own rows (about the cores)
     output_parts: int = 2
 
 

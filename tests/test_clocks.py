@@ -497,7 +497,7 @@ def test_export_kernel_rows_equal_the_dense_kernel(seed: int) -> None:
 
 
 def _batch_tables(traces: list[Trace]) -> tuple[pa.Table, pa.Table]:
-    """The per-trace engine's UDF inputs (`_batch_inputs`' narrow rows) for whole
+    """The per-trace engine's UDF inputs (`_narrow_events`' rows and the links) for whole
     single-component traces, unit i = traces[i]: events with codes, links with the receive
     links and one name row per (trace, process, source)."""
     events_schema = pa.schema(
@@ -658,9 +658,32 @@ def test_an_lseq_beyond_its_process_fails_the_run(
         with_clocks(broken, messages, settings).events.collect()
 
 
+def _padded_cycle(trace_id: str, pad: int) -> Trace:
+    """`_cyclic_trace`'s cycle (a receives m1 before sending m2, b receives m2 before
+    sending m1) followed by `pad` internal events on each process: an INVALID component
+    of 4 + 2 * pad events."""
+    trace = Trace(trace_id, ["a", "b"])
+    for p, pidx in (("a", 0), ("b", 1)):
+        kinds = ["receive", "send"] + ["internal"] * pad
+        for lseq, kind in enumerate(kinds, start=1):
+            trace.events.append(
+                {"trace_id": trace_id, "process": p, "pidx": pidx, "lseq": lseq, "kind": kind,
+                 "ts": None, "label": None, "n_msgs": int(kind == "send"), "seq": lseq,
+                 "source": "t", "line": len(trace.events) + 1, "lamport": None, "vc": None}
+            )  # fmt: skip
+    for msg, src, dst in (("m1", "b", "a"), ("m2", "a", "b")):
+        trace.messages.append(
+            {"trace_id": trace_id, "msg_id": msg, "src": src, "dst": dst,
+             "src_pidx": int(src == "b"), "dst_pidx": int(dst == "b"), "send_lseq": 2,
+             "recv_lseq": 1, "send_ts": None, "recv_ts": None, "size_bytes": 0,
+             "status": "delivered"}
+        )  # fmt: skip
+    return trace
+
+
 @pytest.mark.parametrize(
-    ("slab_events", "parts"),
-    [(7, 2), (7, 3), (90, 2)],
+    ("mixed", "parts"),
+    [(False, 2), (False, 3), (True, 2)],
     ids=["all-in-place-2", "all-in-place-3", "mixed-2"],
 )
 def test_units_clocked_in_place_give_the_cogrouped_rows(
@@ -668,35 +691,42 @@ def test_units_clocked_in_place_give_the_cogrouped_rows(
     samples: tuple[DataFrame, DataFrame],
     random_set: tuple[list[Trace], DataFrame, DataFrame],
     tmp_path: Path,
-    slab_events: int,
+    mixed: bool,
     parts: int,
 ) -> None:
     """With a writer, whole units above slab_events are clocked where their events are
     read (`_in_place_pass`: links staged under the scratch folder, no shuffle of the
-    events, at most the units' output parts in tasks); the smaller ones still go through
-    the cogroup. The files hold exactly the rows of the cogrouped events, INVALID ones too.
-    """
+    events, the units' output parts or the default parallelism in tasks); the smaller
+    ones still go through the cogroup. The files hold exactly the rows of the cogrouped
+    events, those of an INVALID (cyclic) unit clocked in place too."""
     _, events, messages = random_set
-    events = events.unionByName(samples[0]).repartition(7).localCheckpoint()
-    messages = messages.unionByName(samples[1])
+    cycle_events, cycle_messages = frames(spark, [_padded_cycle("cycle", 10)])
+    events, messages = events.unionByName(cycle_events), messages.unionByName(cycle_messages)
+    if mixed:  # the samples' 4-event units stay below slab_events
+        events, messages = events.unionByName(samples[0]), messages.unionByName(samples[1])
+    events = events.repartition(7).localCheckpoint()
+    plan = with_clocks(events, messages, ENGINES["per_trace"]).plan
+    sizes = plan.groupBy("trace_id", "component").agg(F.sum("proc_events").alias("n"))
+    smallest = sizes.agg(F.min("n")).first()[0]
+    slab_events = 7 if mixed else smallest - 1  # all units in place unless mixed
     settings = ClockSettings(engine="per_trace", slab_events=slab_events, output_parts=parts)
     result = with_clocks(events, messages, settings)
     writer = FileWriter("events", str(tmp_path / "out"), scratch=str(tmp_path / "scratch"))
     written = result.files(writer)
-    staged = list((tmp_path / "scratch").glob("clock-links-*/batch=*"))
-    assert staged  # the in-place pass ran (and staged its units' links by batch)
-    sizes = result.plan.groupBy("trace_id", "component").agg(F.sum("proc_events").alias("n"))
+    assert list((tmp_path / "scratch").glob("clock-links-*/batch=*/part-*.parquet"))
     big = sizes.where(F.col("n") > slab_events)
-    parts_wanted = big.select(
-        F.sum(F.least(F.ceil(F.col("n") / slab_events), F.lit(parts)))
-    ).first()[0]
-    if big.count() == sizes.count():  # only in-place units: one coalesced mapInArrow
-        assert written.rdd.getNumPartitions() == min(7, parts_wanted)
+    assert big.where(F.col("trace_id") == "cycle").count() == 1  # the cycle is in place
+    if mixed:
+        assert 0 < big.count() < sizes.count()
     else:
-        assert big.count() >= 1
+        assert big.count() == sizes.count()  # only in-place units: one coalesced mapInArrow
+        wanted = big.agg(F.sum(F.least(F.ceil(F.col("n") / slab_events), F.lit(parts)))).first()
+        tasks = max(wanted[0], spark.sparkContext.defaultParallelism)
+        assert written.rdd.getNumPartitions() == min(7, tasks)
     files = [row["path"] for row in written.collect()]
     assert sum(pq.read_metadata(f).num_rows for f in files) == events.count()
     got = spark.read.schema(tables.table_schema("events")).parquet(*files)
+    assert got.where((F.col("trace_id") == "cycle") & F.col("vc").isNull()).count() == 24
     assert_df_equality(got, result.events, ignore_row_order=True, ignore_nullable=True)
 
 

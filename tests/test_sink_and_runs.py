@@ -249,7 +249,8 @@ def _clocked_samples(
 @pytest.mark.parametrize(
     "settings",
     [
-        ClockSettings(engine="per_trace", slab_events=20, output_parts=2),
+        # 4-event traces cogrouped, larger ones clocked in place (by the tasks reading them)
+        ClockSettings(engine="per_trace", slab_events=5, output_parts=2),
         ClockSettings(engine="distributed", slab_events=5),
     ],
     ids=["per_trace", "distributed"],
@@ -266,14 +267,17 @@ def test_events_written_by_tasks_equal_sparks_write(
     scratches: list[str] = []
 
     def files(writer: FileWriter) -> DataFrame:
+        written = result.files(writer)
+        if settings.engine == "per_trace":  # the in-place pass has staged its links
+            assert os.listdir(writer.scratch)
         scratches.append(writer.scratch)
-        return result.files(writer)
+        return written
 
     with by_tasks.transaction("b") as txn:
         staged = txn.stage_through("events", files)
         assert txn.staged_rows("events") == 56
         txn.commit()
-    # the per-trace engine's large units used the scratch folder; it is gone with the job
+    # the scratch folder (the per-trace engine's staged links) is gone with the job
     assert scratches and scratches[0].startswith(str(tmp_path / "tasks" / "_staging"))
     assert not os.path.exists(scratches[0])
     # the same table, read back by Spark and by delta-rs
@@ -325,6 +329,41 @@ def test_stage_through_commits_only_the_files_tasks_reported(
     folder = next((tmp_path / "out" / "events" / "data").iterdir())
     assert "part-stray.parquet" not in os.listdir(folder)
     assert len(read_delta(tmp_path / "out" / "events")) == 56
+
+
+def test_a_failing_in_place_clocks_stage_removes_its_scratch(
+    spark: SparkSession, config: Config, tmp_path: Path
+) -> None:
+    """The in-place pass stages links in the writer's scratch folder; when one of its tasks
+    fails (an lseq past its process's count), the run fails and the folder is gone."""
+    _ingest(spark, config, tmp_path / "in", ["data-samples"])
+    source = Warehouse(spark, tmp_path / "in", "deltalake")
+    events, messages = source.read("events"), source.read("messages")
+    settings = ClockSettings(engine="per_trace", slab_events=5)
+    plan = with_clocks(events, messages, settings).plan
+    victim = plan.where(F.col("unit_events") > 5).orderBy("trace_id", "pidx").first()
+    assert victim is not None
+    hit = (F.col("trace_id") == victim["trace_id"]) & (F.col("pidx") == victim["pidx"])
+    broken = events.withColumn(
+        "lseq", F.when(hit & (F.col("lseq") == 1), F.lit(10_000)).otherwise(F.col("lseq"))
+    )
+    result = with_clocks(broken, messages, settings)
+    target = Warehouse(spark, tmp_path / "out", "deltalake")
+    staged: list[list[str]] = []
+
+    def files(writer: FileWriter) -> DataFrame:
+        written = result.files(writer)
+        staged.append(os.listdir(writer.scratch))
+        return written
+
+    with (
+        pytest.raises(Exception, match=r"lseq is outside 1\.\.its process.s event count"),
+        target.transaction("r") as txn,
+    ):
+        txn.stage_through("events", files)
+    assert staged and staged[0]  # the links were staged before the task failed
+    assert not (tmp_path / "out" / "_staging").exists()
+    assert not target.exists("events")
 
 
 def test_a_task_writing_a_forbidden_null_fails_the_run_and_stages_nothing(
