@@ -642,20 +642,26 @@ def test_dictionary_columns_keep_nulls_out_of_the_dictionary() -> None:
     assert built.null_count == 2 and built.dictionary.null_count == 0
 
 
+@pytest.mark.parametrize("written", [False, True], ids=["cogroup", "in-place"])
 def test_an_lseq_beyond_its_process_fails_the_run(
-    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    random_set: tuple[list[Trace], DataFrame, DataFrame], tmp_path: Path, written: bool
 ) -> None:
-    """An event whose lseq is past its process's event count reaches its own unit's task
-    (its output part is clamped), which rejects it, rather than another unit's."""
+    """An event whose lseq is past its process's event count fails the run. Cogrouped, it
+    reaches its own unit's task (its output part is clamped), which rejects it, rather
+    than another unit's; clocked in place (with a writer), the task holding it checks it
+    against the staged name rows the same way."""
     _, events, messages = random_set
     broken = events.withColumn(
         "lseq",
         F.when((F.col("trace_id") == "r03") & (F.col("pidx") == 0) & (F.col("lseq") == 1),
                F.lit(10_000)).otherwise(F.col("lseq")),
     )  # fmt: skip
-    settings = ClockSettings(engine="per_trace", slab_events=10, output_parts=3)
+    result = with_clocks(
+        broken, messages, ClockSettings(engine="per_trace", slab_events=10, output_parts=3)
+    )
+    writer = FileWriter("events", str(tmp_path / "out"), scratch=str(tmp_path / "scratch"))
     with pytest.raises(Exception, match=r"lseq is outside 1\.\.its process.s event count"):
-        with_clocks(broken, messages, settings).events.collect()
+        (result.files(writer) if written else result.events).collect()
 
 
 def _padded_cycle(trace_id: str, pad: int) -> Trace:
@@ -728,22 +734,6 @@ def test_units_clocked_in_place_give_the_cogrouped_rows(
     got = spark.read.schema(tables.table_schema("events")).parquet(*files)
     assert got.where((F.col("trace_id") == "cycle") & F.col("vc").isNull()).count() == 24
     assert_df_equality(got, result.events, ignore_row_order=True, ignore_nullable=True)
-
-
-def test_an_lseq_beyond_its_process_fails_the_in_place_pass(
-    random_set: tuple[list[Trace], DataFrame, DataFrame], tmp_path: Path
-) -> None:
-    """The in-place task checks its rows against the staged name rows as the cogroup does."""
-    _, events, messages = random_set
-    broken = events.withColumn(
-        "lseq",
-        F.when((F.col("trace_id") == "r03") & (F.col("pidx") == 0) & (F.col("lseq") == 1),
-               F.lit(10_000)).otherwise(F.col("lseq")),
-    )  # fmt: skip
-    settings = ClockSettings(engine="per_trace", slab_events=10, output_parts=2)
-    writer = FileWriter("events", str(tmp_path / "out"), scratch=str(tmp_path / "scratch"))
-    with pytest.raises(Exception, match=r"lseq is outside 1\.\.its process.s event count"):
-        with_clocks(broken, messages, settings).files(writer).collect()
 
 
 @pytest.mark.parametrize("seed", [0, 1], ids=["seed-0", "seed-1"])
