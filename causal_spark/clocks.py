@@ -1401,16 +1401,8 @@ def _in_place_pass(
     )
 
     def clock(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        read = list(batches)
-        if not read:
-            return
-        rows = pa.Table.from_batches(read)
-        batch_of = rows.column(BATCH).to_numpy()
-        rows = rows.drop_columns([BATCH])
-        for batch in np.unique(batch_of):
-            wanted = batch_of == batch
-            mine = rows if wanted.all() else rows.filter(pa.array(wanted))
-            links = pq.read_table(os.path.join(folder, f"{BATCH}={int(batch)}"))
+        for batch, mine in _by_batch(batches):
+            links = pq.read_table(os.path.join(folder, f"{BATCH}={batch}"))
             yield from writer.write(_batch_clocks(mine, links)).to_batches()
 
     traces = [r[C.TRACE_ID] for r in procs.select(C.TRACE_ID).distinct().limit(10_001).collect()]
@@ -1432,22 +1424,13 @@ def _stage_by_batch(rows: DataFrame, folder: str) -> None:
     """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        read = list(batches)
-        table = pa.Table.from_batches(read) if read else None
-        if table is None or table.num_rows == 0:
-            return
         context = TaskContext.get()
         if context is None:  # every writer would then name its file part-00000
             raise RuntimeError("staging the in-place links must run in a Spark task")
-        batch_of = table.column(BATCH).to_numpy()
-        table = table.drop_columns([BATCH])
-        for batch in np.unique(batch_of):
-            where = os.path.join(folder, f"{BATCH}={int(batch)}")
+        for batch, part in _by_batch(batches):
+            where = os.path.join(folder, f"{BATCH}={batch}")
             os.makedirs(where, exist_ok=True)
-            part = table.filter(pa.array(batch_of == batch))
-            # one file per (input partition, batch): a retried or speculative attempt
-            # replaces its file instead of adding duplicate links
-            # (a file whose name starts with "." is one pyarrow's readers skip)
+            # written under a name pyarrow's readers skip (a leading "."), then renamed
             name = f"part-{context.partitionId():05d}.parquet"
             temporary = os.path.join(where, f".{name}.{uuid.uuid4().hex}")
             pq.write_table(part, temporary)
@@ -1458,6 +1441,19 @@ def _stage_by_batch(rows: DataFrame, folder: str) -> None:
 
 
 _ROWS = pa.schema([("rows", pa.int64())])
+
+
+def _by_batch(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
+    """A task's rows (BATCH first) as (batch, its rows without BATCH), batch by batch."""
+    read = list(batches)
+    if not read:
+        return
+    rows = pa.Table.from_batches(read)
+    batch_of = rows.column(BATCH).to_numpy()
+    rows = rows.drop_columns([BATCH])
+    for batch in np.unique(batch_of):
+        wanted = batch_of == batch
+        yield int(batch), rows if wanted.all() else rows.filter(pa.array(wanted))
 
 
 def _kind_code(kind: Column) -> Column:
