@@ -11,8 +11,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from causal_spark.config import IngestSettings
-from causal_spark.ingest import Ingested, build_tables, classify_rows
-from causal_spark.sources import discover_inputs, read_raw_rows
+from causal_spark.ingest import Ingested, ingest
+from causal_spark.io.sources import discover_inputs, only_files, read_raw_rows
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any] | str]) -> Path:
@@ -23,7 +23,11 @@ def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any] | str]) -> Path:
 
 def ingest_paths(spark: SparkSession, paths: Sequence[Path | str]) -> Ingested:
     inputs = discover_inputs([str(p) for p in paths], IngestSettings())
-    return build_tables(classify_rows(read_raw_rows(spark, inputs)))
+    return ingest(
+        read_raw_rows(spark, inputs),
+        inputs,
+        reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
+    )
 
 
 def spark_jobs(spark: SparkSession, run: Callable[[], Any]) -> int:

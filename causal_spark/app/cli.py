@@ -31,10 +31,10 @@ from causal_spark.generate import (
     generate_traces,
     write_generated,
 )
+from causal_spark.io.sources import InputError
 from causal_spark.plots import format_comparison, plot_overheads
 from causal_spark.replay import ReplayRequest, ReplayRequestError, parse_params
 from causal_spark.sinks import Warehouse, WarehouseError
-from causal_spark.sources import InputError
 
 log = logging.getLogger("causal_spark")
 

@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from causal_spark import tables
 from causal_spark.app.counts import RunCounts
 from causal_spark.config import Config
+from causal_spark.io.sources import InputSet, Skipped
 from causal_spark.sinks import FileWriter, RunTransaction, Warehouse
-from causal_spark.sources import InputSet
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ class StageContext:
     warehouse: Warehouse
     txn: RunTransaction
     inputs: list[InputSet] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     counts: RunCounts = field(default_factory=RunCounts)
     outputs: dict[str, DataFrame] = field(default_factory=dict)
 

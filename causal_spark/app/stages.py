@@ -7,7 +7,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
@@ -27,7 +26,8 @@ from causal_spark.app.counts import (
 )
 from causal_spark.app.runs import Stage, StageContext
 from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_clocks
-from causal_spark.ingest import build_tables, classify_rows
+from causal_spark.ingest import ingest
+from causal_spark.io.sources import discover_inputs, only_files, read_raw_rows
 from causal_spark.matrix import with_matrix_clocks
 from causal_spark.replay import (
     ReplayRequest,
@@ -36,7 +36,6 @@ from causal_spark.replay import (
     replay_protocols,
 )
 from causal_spark.replay_loop import warm_up
-from causal_spark.sources import discover_inputs, read_raw_rows
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +47,36 @@ def _timed(step: str) -> Iterator[None]:
     log.info("%s: %.1f s", step, time.perf_counter() - began)
 
 
-def ingest_stage(paths: Sequence[str]) -> Stage:
+def ingest_stage(paths: Sequence[str], reader: str = "auto") -> Stage:
     """Read the inputs and stage `events`, `messages` and `quarantine`."""
 
     def run(context: StageContext) -> None:
-        inputs = discover_inputs(paths, context.config.ingest)
-        context.inputs.extend(inputs)
-        rows = classify_rows(read_raw_rows(context.spark, inputs)).localCheckpoint()
-        rows_read = rows.count()
-        ingested = build_tables(rows)
-        events = context.stage(tables.EVENTS, ingested.events)
-        messages = context.stage(tables.MESSAGES, ingested.messages)
+        settings = context.config.ingest
+        inputs = discover_inputs(paths, settings, exclude=[context.warehouse.root], reader=reader)
+        context.inputs.extend(inputs.sets)
+        context.skipped.extend(inputs.skipped)
+        spark = context.spark
+        ingested = ingest(
+            read_raw_rows(spark, inputs),
+            inputs,
+            reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
+        )
+        context.stage(tables.EVENTS, ingested.events)
+        context.stage(tables.MESSAGES, ingested.messages)
         context.stage(tables.QUARANTINE, ingested.quarantine)
-        counts = _accounting(rows_read, events, messages, context.counts.rows[tables.QUARANTINE])
+        ingested.release()
+        seen = ingested.event_counts()
+        counts = IngestCounts(
+            rows_read=ingested.rows_read,
+            internal_events=seen["internal_events"],
+            send_events=seen["send_events"],
+            receive_events=seen["receive_events"],
+            send_rows=seen["send_rows"],
+            receive_rows=seen["receive_rows"],
+            quarantined=context.counts.rows[tables.QUARANTINE],
+            in_flight=seen[C.IN_FLIGHT],
+            orphan=seen[C.ORPHAN],
+        )
         counts.require_accounted()
         context.counts.ingest = counts
 
@@ -170,27 +186,3 @@ def compare_stage() -> Stage:
         )
 
     return run
-
-
-def _accounting(
-    rows_read: int, events: DataFrame, messages: DataFrame, quarantined: int
-) -> IngestCounts:
-    per_kind = events.groupBy(C.KIND).agg(F.count("*").alias("n")).collect()
-    by_kind = {row[C.KIND]: row["n"] for row in per_kind}
-    ends = messages.agg(
-        F.count(C.SEND_LSEQ).alias("send_rows"),
-        F.count(C.RECV_LSEQ).alias("receive_rows"),
-        F.sum((F.col(C.STATUS) == C.IN_FLIGHT).cast("long")).alias(C.IN_FLIGHT),
-        F.sum((F.col(C.STATUS) == C.ORPHAN).cast("long")).alias(C.ORPHAN),
-    ).collect()[0]
-    return IngestCounts(
-        rows_read=rows_read,
-        internal_events=int(by_kind.get(C.INTERNAL, 0)),
-        send_events=int(by_kind.get(C.SEND, 0)),
-        receive_events=int(by_kind.get(C.RECEIVE, 0)),
-        send_rows=int(ends["send_rows"]),
-        receive_rows=int(ends["receive_rows"]),
-        quarantined=quarantined,
-        in_flight=int(ends[C.IN_FLIGHT] or 0),
-        orphan=int(ends[C.ORPHAN] or 0),
-    )

@@ -1,0 +1,196 @@
+"""Step 1 of ingest: raw rows typed, and the rules that need only the row itself."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from causal_spark import columns as C
+from causal_spark.ingest.keys import (
+    KIND_ALIASES,
+    PARSED,
+    POST,
+    PRE,
+    SEQ_GIVEN,
+    IngestError,
+)
+from causal_spark.io.sources import (
+    FILE_ID,
+    PARSE_ERROR,
+    PARSE_REASON,
+    RAW_COLUMNS,
+    SUB,
+    TRACE_SUFFIX,
+    Inputs,
+)
+
+
+def _blank_to_null(column: Column) -> Column:
+    trimmed = F.trim(column)
+    return F.when(trimmed != "", trimmed)
+
+
+def _normalized_kind(raw_kind: Column) -> Column:
+    lowered = F.lower(F.trim(raw_kind))
+    mapping = F.create_map(*[F.lit(x) for pair in KIND_ALIASES.items() for x in pair])
+    return mapping[lowered]
+
+
+def _parsed_ts(raw_ts: Column) -> Column:
+    """Seconds as a double, from a number or an ISO-8601 string (UTC when no offset)."""
+    as_instant = F.unix_micros(F.try_to_timestamp(raw_ts)) / F.lit(1_000_000.0)
+    return F.coalesce(raw_ts.try_cast("double"), as_instant)
+
+
+def _try_long(raw: Column) -> Column:
+    return F.trim(raw).try_cast("long")
+
+
+def _is_structured(raw: Column) -> Column:
+    trimmed = F.trim(raw)
+    return (trimmed.startswith("{") & trimmed.endswith("}")) | (
+        trimmed.startswith("[") & trimmed.endswith("]")
+    )
+
+
+def _rule(condition: Column, detail: Column | str) -> Column:
+    return F.when(condition, detail if isinstance(detail, Column) else F.lit(detail))
+
+
+def _details(parts: list[Column]) -> Column:
+    """The non-null details joined by '; ' (null when none)."""
+    joined = F.array_join(F.array_compact(F.array(*parts)), "; ")
+    return F.when(joined != "", joined)
+
+
+def _malformed_rules(kind: Column) -> tuple[list[Column], list[Column]]:
+    """The row-local rules, each a detail when the row breaks it: those before and those
+    after the file-level missing-seq rule (kept apart so details read in one order)."""
+    parse_ok = F.col(PARSE_ERROR).isNull()
+    seq_given = _blank_to_null(F.col("__cs_raw_seq")).isNotNull()
+    ts_given = _blank_to_null(F.col("__cs_raw_ts")).isNotNull()
+    size_given = _blank_to_null(F.col("__cs_raw_size")).isNotNull()
+    parsed_ts = F.col(C.TS)
+    needs_msg = F.col(C.KIND).isin(C.SEND, C.RECEIVE)
+    before = [
+        _rule(F.col(PARSE_ERROR).isNotNull(), F.col(PARSE_ERROR)),
+        _rule(parse_ok & F.col(C.PROCESS).isNull(), "missing required field 'process'"),
+        _rule(parse_ok & kind.isNull(), "missing required field 'kind'"),
+        _rule(
+            kind.isNotNull() & F.col(C.KIND).isNull(),
+            F.format_string("unknown kind '%s'", kind),
+        ),
+    ]
+    after = [
+        _rule(
+            seq_given & F.col(C.SEQ).isNull(),
+            F.format_string("seq '%s' is not an integer", F.col("__cs_raw_seq")),
+        ),
+        _rule(
+            needs_msg & F.col(C.MSG_ID).isNull(),
+            F.format_string("%s without msg_id", F.col(C.KIND)),
+        ),
+        _rule(
+            ts_given
+            & (parsed_ts.isNull() | F.isnan(parsed_ts) | (F.abs(parsed_ts) == F.lit(float("inf")))),
+            F.format_string(
+                "ts '%s' is neither seconds nor an ISO-8601 time", F.col("__cs_raw_ts")
+            ),
+        ),
+        _rule(
+            size_given & (F.col("__cs_size").isNull() | (F.col("__cs_size") < 0)),
+            F.format_string(
+                "size_bytes '%s' is not a non-negative integer", F.col("__cs_raw_size")
+            ),
+        ),
+    ]
+    for name in (C.TRACE_ID, C.PROCESS, C.KIND, C.MSG_ID, C.PEER):
+        after.append(
+            _rule(
+                F.coalesce(_is_structured(F.col(f"__cs_raw_{name}")), F.lit(False)),
+                f"field '{name}' must be a scalar, found an object or array",
+            )
+        )
+    return before, after
+
+
+def file_table(spark: SparkSession, inputs: Inputs) -> DataFrame:
+    """file_id, the file as the user named it, and its default trace id (a small table)."""
+    return spark.createDataFrame(
+        [(f.file_id, f.shown, f.default_trace) for f in inputs.files],
+        "file_id int, shown string, default_trace string",
+    )
+
+
+def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
+    """Step 1: type the string fields of raw rows and apply the row-local rules.
+
+    Input: raw rows (`io.sources.RAW_SCHEMA`) and `file_table`. Output: file_id, line,
+    sub, raw (only on rejected rows), trace_id, process, seq (long), kind (normalised),
+    msg_id, peer, ts (double seconds), size_bytes (long), label, reason (`malformed`, a
+    reader's reason, or null) and the detail parts.
+    """
+    missing = [c for c in RAW_COLUMNS if c not in raw.columns]
+    if missing:
+        raise IngestError(f"raw rows need columns {missing}; found {raw.columns}")
+    default = F.when(
+        F.col(TRACE_SUFFIX).isNotNull(),
+        F.concat(F.col("default_trace"), F.lit(":"), F.col(TRACE_SUFFIX)),
+    ).otherwise(F.col("default_trace"))
+    typed = raw.join(F.broadcast(files.select(FILE_ID, "default_trace")), FILE_ID).select(
+        FILE_ID,
+        C.LINE,
+        F.coalesce(F.col(SUB), F.lit(0)).alias(SUB),
+        C.RAW,
+        PARSE_ERROR,
+        PARSE_REASON,
+        *[
+            F.col(n).alias(f"__cs_raw_{n}")
+            for n in (C.TRACE_ID, C.PROCESS, C.KIND, C.MSG_ID, C.PEER)
+        ],
+        F.col(C.SEQ).alias("__cs_raw_seq"),
+        F.col(C.TS).alias("__cs_raw_ts"),
+        F.col(C.SIZE_BYTES).alias("__cs_raw_size"),
+        F.coalesce(_blank_to_null(F.col(C.TRACE_ID)), default).alias(C.TRACE_ID),
+        _blank_to_null(F.col(C.PROCESS)).alias(C.PROCESS),
+        _blank_to_null(F.col(C.KIND)).alias("__cs_kind_text"),
+        _normalized_kind(F.col(C.KIND)).alias(C.KIND),
+        _try_long(F.col(C.SEQ)).alias(C.SEQ),
+        _blank_to_null(F.col(C.MSG_ID)).alias(C.MSG_ID),
+        _blank_to_null(F.col(C.PEER)).alias(C.PEER),
+        _parsed_ts(_blank_to_null(F.col(C.TS))).alias(C.TS),
+        _try_long(F.col(C.SIZE_BYTES)).alias("__cs_size"),
+        F.col(C.LABEL),
+    )
+    before, after = _malformed_rules(F.col("__cs_kind_text"))
+    pre, post = _details(before), _details(after)
+    rejected = pre.isNotNull() | post.isNotNull()
+    return typed.select(
+        FILE_ID,
+        C.LINE,
+        SUB,
+        F.when(rejected, F.col(C.RAW)).alias(C.RAW),
+        C.TRACE_ID,
+        C.PROCESS,
+        C.SEQ,
+        C.KIND,
+        # an internal event has no message: an id on it is ignored, not an error
+        F.when(F.col(C.KIND) != C.INTERNAL, F.col(C.MSG_ID)).alias(C.MSG_ID),
+        C.PEER,
+        C.TS,
+        F.coalesce(F.col("__cs_size"), F.lit(0)).alias(C.SIZE_BYTES),
+        C.LABEL,
+        F.col("__cs_raw_seq").isNotNull().alias(SEQ_GIVEN),
+        F.col(PARSE_ERROR).isNull().alias(PARSED),
+        F.when(rejected, F.coalesce(F.col(PARSE_REASON), F.lit(C.MALFORMED))).alias(C.REASON),
+        pre.alias(PRE),
+        post.alias(POST),
+    )
+
+
+def accepted() -> Column:
+    return F.col(C.REASON).isNull()
+
+
+def file_order() -> list[Column]:
+    return [F.col(FILE_ID), F.col(C.LINE), F.col(SUB)]
