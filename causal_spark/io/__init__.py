@@ -1,0 +1,1 @@
+"""Reading inputs and writing the warehouse: Delta tables, the `runs` ledger, the sink."""
