@@ -36,7 +36,6 @@ from causal_spark.replay import (
     replay_protocols,
 )
 from causal_spark.replay_loop import warm_up
-from causal_spark.sources import discover_inputs, read_raw_rows
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +51,7 @@ def ingest_stage(paths: Sequence[str]) -> Stage:
     """Read the inputs and stage `events`, `messages` and `quarantine`."""
 
     def run(context: StageContext) -> None:
-        inputs = discover_inputs(paths, context.config.ingest)
-        context.inputs.extend(inputs)
-        rows = classify_rows(read_raw_rows(context.spark, inputs)).localCheckpoint()
+        rows = classify_rows(context.raw_rows(paths)).localCheckpoint()
         rows_read = rows.count()
         ingested = build_tables(rows)
         events = context.stage(tables.EVENTS, ingested.events)
@@ -72,6 +69,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
 
     def run(context: StageContext) -> None:
         settings = context.config.clocks
+        context.derive_from(tables.EVENTS, tables.MESSAGES)
         events = context.table(tables.EVENTS)
         messages = context.table(tables.MESSAGES)
         result = with_clocks(events, messages, settings)
@@ -99,6 +97,7 @@ def detect_stage() -> Stage:
 
     def run(context: StageContext) -> None:
         settings = context.config.detect
+        context.derive_from(tables.EVENTS, tables.MESSAGES, tables.TRACE_CLOCKS, tables.QUARANTINE)
         events = context.table(tables.EVENTS)
         messages = context.table(tables.MESSAGES)
         trace_clocks = context.table(tables.TRACE_CLOCKS)
@@ -120,10 +119,12 @@ def detect_stage() -> Stage:
             )
         per_class = summary.groupBy("order_class").count().collect()
         by_class = {row["order_class"]: int(row["count"]) for row in per_class}
+        per_kind = violations.groupBy("kind").count().collect()
         context.counts.detect = DetectCounts(
             violations=context.counts.rows[tables.VIOLATIONS],
             crowns=context.counts.rows[tables.CROWNS],
             by_class={name: by_class.get(name, 0) for name in ORDER_CLASSES},
+            by_kind={row["kind"]: int(row["count"]) for row in per_kind},
         )
 
     return run
@@ -133,6 +134,7 @@ def replay_stage(request: ReplayRequest) -> Stage:
     """Stage `protocol_runs` and `deliveries`: every trace replayed under each protocol (§4)."""
 
     def run(context: StageContext) -> None:
+        context.derive_from(tables.EVENTS, tables.MESSAGES, tables.TRACE_CLOCKS)
         programs = program_rows(
             context.table(tables.EVENTS),
             context.table(tables.MESSAGES),
@@ -165,8 +167,9 @@ def compare_stage() -> Stage:
     """Stage `protocol_comparison`: protocols x overhead, medians and p99 across traces."""
 
     def run(context: StageContext) -> None:
+        context.derive_from(tables.PROTOCOL_RUNS)
         context.stage(
-            tables.PROTOCOL_COMPARISON, compare_protocols(context.table(tables.PROTOCOL_RUNS))
+            tables.PROTOCOL_COMPARISON, compare_protocols(context.whole(tables.PROTOCOL_RUNS))
         )
 
     return run
