@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from causal_spark.io import delta
 from causal_spark.io.ledger import WarehouseError
 
 LOCK_FOLDER = "_causal"
@@ -56,6 +57,9 @@ def writer_lock(root: str, command: str, wait: float = 0.0) -> Iterator[None]:
     of waiting for it.
     """
     root = os.path.abspath(root)
+    problem = delta.unsupported_path(root)
+    if problem is not None:
+        raise WarehouseError(f"warehouse {problem}")
     if root in _HELD:
         yield
         return

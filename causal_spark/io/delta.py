@@ -38,6 +38,23 @@ def table_uri(path: str | os.PathLike[str]) -> str:
     return Path(os.path.abspath(path)).as_uri()
 
 
+def unsupported_path(path: str | os.PathLike[str]) -> str | None:
+    """Why delta-rs cannot hold a table under `path` (None: it can).
+
+    delta-rs 1.6.6 decodes a table's location twice when it reads its log back: under
+    `a%20b` it writes `a%20b/_delta_log/...` and then looks for `a b/_delta_log/...`
+    (the commit has happened, the read after it fails), however the path is given
+    (plain, as a URI, through a symbolic link: it resolves links first).
+    """
+    absolute = os.path.abspath(path)
+    if "%" in absolute:
+        return (
+            f"{absolute} holds '%': delta-rs (1.6.6) decodes a table's location twice, so "
+            "it would write there and read elsewhere; choose a folder without '%'"
+        )
+    return None
+
+
 def local_path(uri_or_path: str, root: str | None = None) -> str:
     """A path delta-rs returned (a URI, an encoded absolute path, or relative to `root`),
     as a plain local path."""

@@ -64,6 +64,9 @@ class Ledger:
     """The `runs` table of one warehouse."""
 
     def __init__(self, root: str):
+        problem = delta.unsupported_path(root)
+        if problem is not None:
+            raise WarehouseError(f"warehouse {problem}")
         self.root = root
         self.path = os.path.join(root, tables.RUNS)
 
