@@ -4,14 +4,17 @@ writer lock between real processes, progress, and the commands of docs/schedulin
 from __future__ import annotations
 
 import ast
+import fcntl
 import json
 import os
 import pty
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -271,6 +274,8 @@ def test_each_stage_prints_start_and_end_and_its_seconds_are_recorded(
 
 def test_a_terminal_gets_a_task_bar(spark: SparkSession) -> None:
     master, slave = pty.openpty()
+    # a terminal of 24 rows x 100 columns (a fresh pty reports 0 x 0)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     with os.fdopen(slave, "w") as terminal:
         progress = Progress(stream=terminal)
         progress.spark = spark

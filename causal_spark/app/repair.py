@@ -109,20 +109,25 @@ def _uncommitted(root: str, view: View) -> dict[str, list[int]]:
 def _roll_forward(
     root: str, ledger: Ledger, intent: dict[str, Any], pending: dict[str, list[int]]
 ) -> dict[str, Any] | None:
-    """The runs row of `intent`'s run if it committed every table it intended and
-    nothing else is pending; else None."""
+    """The runs row of `intent`'s run if it committed every table it intended (a version
+    of each, after the committed one, carries its run id) and every uncommitted version
+    is its own; else None."""
     run_id = intent["run_id"]
+    view = ledger.view()
     versions: dict[str, int] = {}
     for table in intent["tables"]:
         path = os.path.join(root, table)
-        mine = [v for v in pending.get(table, []) if delta.commit_run_id(path, v) == run_id]
-        if len(mine) != 1 or pending[table] != mine:
+        named = view.versions.get(table)
+        later = [v for v in delta.commit_versions(path) if named is None or v > named]
+        mine = [v for v in later if delta.commit_run_id(path, v) == run_id]
+        if len(mine) != 1:
             return None
         versions[table] = mine[0]
-    if set(pending) - set(intent["tables"]):
-        return None
+    for table, found in pending.items():
+        path = os.path.join(root, table)
+        if table not in versions or any(delta.commit_run_id(path, v) != run_id for v in found):
+            return None
     row = dict(intent["row"])
-    view = ledger.view()
     full = dict(view.versions)
     full.update(versions)
     row["table_versions"] = full
@@ -151,7 +156,7 @@ def repair(root: str, repair_id: str, config_json: str) -> RepairReport:
     intents = [i for i in intents if i["run_id"] not in committed_ids]
     view = ledger.view()
     pending = _uncommitted(root, view)
-    if len(intents) == 1 and pending:
+    if len(intents) == 1:
         row = _roll_forward(root, ledger, intents[0], pending)
         if row is not None:
             ledger.append(row)
