@@ -249,7 +249,8 @@ pq.write_table(rows.cast(tables.arrow_schema(tables.PROTOCOL_COMPARISON)), file)
 while time.time() < start:
     pass
 try:
-    print("committed", commit_files(path, tables.PROTOCOL_COMPARISON, [file], run_id, "overwrite"))
+    # both runs began when the table did not exist (NEW_TABLE)
+    print("committed", commit_files(path, tables.PROTOCOL_COMPARISON, [file], run_id, "overwrite", base=-1))
 except Exception as e:
     print("refused", type(e).__name__, e)
 sys.stdout.flush()

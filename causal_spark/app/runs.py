@@ -30,7 +30,7 @@ from causal_spark.app.counts import RunCounts
 from causal_spark.app.lock import writer_lock
 from causal_spark.app.repair import RepairReport, repair
 from causal_spark.config import Config
-from causal_spark.io.ledger import View, WarehouseError
+from causal_spark.io.ledger import NEW_TABLE, View, WarehouseError
 from causal_spark.io.sinks import FileWriter, RunTransaction, Warehouse
 from causal_spark.sources import InputSet
 
@@ -205,9 +205,12 @@ def run_job(
         with warehouse.transaction(run_id) as txn:
             txn.on_staged = on_staged
             txn.on_committed = on_committed
-            # the versions each table starts from (the view's, or a later one that changes
-            # no data: vacuum's commits); a commit finding another is a concurrent writer
-            txn.base = {t: v for t in view.versions if (v := warehouse.version(t)) is not None}
+            # the version each table starts from (the view's, or a later one that changes no
+            # data: vacuum's commits; NEW_TABLE: none); a commit that finds the table
+            # elsewhere met a concurrent writer
+            txn.base = {
+                t: NEW_TABLE if (v := warehouse.version(t)) is None else v for t in tables.TABLES
+            }
             context = StageContext(
                 spark=spark,
                 config=config,

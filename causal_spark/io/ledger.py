@@ -25,6 +25,8 @@ import pyarrow.parquet as pq
 from causal_spark import tables
 from causal_spark.io import delta
 
+NEW_TABLE = -1  # the base version of a table that did not exist when the run began
+
 
 class WarehouseError(ValueError):
     """A table is missing, unreadable by this backend, or a commit was refused."""
@@ -170,9 +172,10 @@ def commit_files(
 
     mode: `overwrite` (the files replace every row), `append`, or `replace` (append the
     files and remove the `remove` files, in the same transaction). The commit carries
-    `run_id`; if the version it produced is not the one after `base` (the version the
-    run started from), or does not carry `run_id`, another writer committed in between
-    and `ConcurrentWriterError` is raised.
+    `run_id`. `base` is the version the run started from (`NEW_TABLE`: the table did
+    not exist): if the table is elsewhere now, or the version the commit produced does
+    not carry `run_id`, another writer committed in between and `ConcurrentWriterError`
+    is raised (two first commits of one table never both succeed).
     """
     from deltalake import DeltaTable
     from deltalake import Schema as DeltaSchema
@@ -188,9 +191,10 @@ def commit_files(
     properties = CommitProperties(custom_metadata={delta.RUN_ID_KEY: run_id})
     uri = delta.table_uri(table_path)
     before = delta.latest_version(table_path)
-    if base is not None and before != base:
+    if base is not None and before != (None if base == NEW_TABLE else base):
+        began = "did not exist" if base == NEW_TABLE else f"was at version {base}"
         raise ConcurrentWriterError(
-            f"table '{table}' is at version {before}, not {base} where run {run_id} began: "
+            f"table '{table}' is at version {before} but {began} when run {run_id} began: "
             "another writer committed; this run is not committed (the next run repairs)"
         )
     if before is None:

@@ -53,6 +53,7 @@ from causal_spark import tables
 from causal_spark.config import SinkFormat
 from causal_spark.io import delta
 from causal_spark.io.ledger import (
+    NEW_TABLE,
     Ledger,
     View,
     WarehouseError,
@@ -476,7 +477,7 @@ class RunTransaction:
         base = self._base(staged.table)
         files = list(staged.files)
         removed: list[delta.DataFile] = []
-        if staged.mode == "replace" and base is not None:
+        if staged.mode == "replace" and base is not None and base != NEW_TABLE:
             removed, kept = self._without_traces(staged, base)
             files.extend(kept)
             if not files and not removed:
