@@ -144,8 +144,9 @@ def test_sigkill_at_each_commit_point(
     os.killpg(victim.pid, signal.SIGKILL)  # the driver, its JVM and its workers
     victim.wait()
     expected = POINTS[point]
-    # readers see the last committed run at once, before any repair
-    _same_tables(spark, warehouse, ref_b if expected != "back" else ref_a)
+    # readers see the last committed run at once, before any repair: the victim's only
+    # once its runs row is written
+    _same_tables(spark, warehouse, ref_b if expected == "committed" else ref_a)
     # the next run repairs first, then succeeds
     record = _ingest(spark, config, warehouse, first)
     repaired = record.repaired
@@ -184,24 +185,16 @@ def _mount_tmpfs(folder: Path, megabytes: int) -> bool:
     return done.returncode == 0
 
 
-def _fill(folder: Path) -> Path:
-    """Fill the filesystem of `folder` to the last byte."""
-    filler = folder / "filler"
-    with open(filler, "wb") as handle:
-        chunk = b"\0" * 65536
-        try:
-            while True:
-                handle.write(chunk)
-                handle.flush()
-        except OSError as e:
-            assert e.errno == errno.ENOSPC
-        try:
-            while True:
-                handle.write(b"\0")
-                handle.flush()
-        except OSError:
-            pass
-    return filler
+def _fill(filler: Path) -> None:
+    """Fill the filesystem of `filler` to the last byte (unbuffered: nothing is left to
+    write when the file closes)."""
+    with open(filler, "wb", buffering=0) as handle:
+        for size in (1 << 16, 1):
+            try:
+                while True:
+                    handle.write(b"\0" * size)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
 
 
 def test_disk_full_during_a_commit(
@@ -215,15 +208,16 @@ def test_disk_full_during_a_commit(
         _ingest(spark, config, warehouse, first)
         filler: list[Path] = []
 
-        def full(table: str) -> None:
-            if table == "quarantine":  # everything staged: the commits find the disk full
+        def full(point: str) -> None:
+            if point == "intent":  # staged, intent written: delta-rs finds the disk full
                 if mounted:
-                    filler.append(_fill(disk))
+                    filler.append(disk / "filler")
+                    _fill(filler[-1])
                 else:  # no tmpfs here: the write error a full disk gives
                     raise OSError(errno.ENOSPC, "No space left on device (injected)")
 
         with pytest.raises(Exception, match=r"(?i)space|ENOSPC|os error 28"):
-            _ingest(spark, config, warehouse, second, on_staged=full)
+            _ingest(spark, config, warehouse, second, on_committed=full)
         for file in filler:
             file.unlink()
         _same_tables(spark, warehouse, ref_a)
