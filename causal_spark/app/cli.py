@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from causal_spark import __version__, tables
+from causal_spark.app import gating
+from causal_spark.app.gating import FailOnError
+from causal_spark.app.incremental import Incremental
+from causal_spark.app.lock import writer_lock
+from causal_spark.app.progress import Progress
 from causal_spark.app.runs import RunRecord, Stage, run_job
 from causal_spark.app.session import build_session
 from causal_spark.app.stages import (
@@ -31,10 +40,11 @@ from causal_spark.generate import (
     generate_traces,
     write_generated,
 )
+from causal_spark.io.ledger import Ledger, WarehouseError
+from causal_spark.io.sinks import Warehouse
 from causal_spark.io.sources import InputError
 from causal_spark.plots import format_comparison, plot_overheads
 from causal_spark.replay import ReplayRequest, ReplayRequestError, parse_params
-from causal_spark.sinks import Warehouse, WarehouseError
 
 log = logging.getLogger("causal_spark")
 
@@ -63,7 +73,48 @@ def _command(
     p = sub.add_parser(name, help=text, description=text, allow_abbrev=False)
     _common(p, warehouse)
     p.set_defaults(handler=handler, command=name)
+    if handler is _run_stages:
+        _writer_options(p)
     return p
+
+
+def _writer_options(p: argparse.ArgumentParser) -> None:
+    """Options of every job that writes the warehouse (DESIGN §6)."""
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="if another job is writing the warehouse, wait up to this long for it "
+        "(default: fail at once, naming it)",
+    )
+    p.add_argument(
+        "--fail-on",
+        default=None,
+        metavar="CONDITIONS",
+        help="exit 1 (after committing) when a condition on the run's findings holds, e.g. "
+        "causal,fifo,crown,invalid,quarantine>100; names: " + ", ".join(gating.FINDINGS),
+    )
+    p.add_argument(
+        "--summary-json",
+        default=None,
+        metavar="PATH",
+        help="write the run's summary (counts per table, classes, new findings, gating) "
+        "as JSON to PATH, also when the run fails",
+    )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines or bar, no table report"
+    )
+
+
+def _as_of(p: argparse.ArgumentParser, what: str = "the tables") -> None:
+    p.add_argument(
+        "--as-of",
+        default=None,
+        metavar="RUN",
+        help=f"read {what} as committed run RUN left them (its id or a unique prefix; "
+        "default: the last committed run)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,6 +137,18 @@ def _parser() -> argparse.ArgumentParser:
         if name == "audit":
             p.add_argument("--matrix", action="store_true", help="also write matrix_clocks")
             _replay_options(p)
+            p.add_argument(
+                "--incremental",
+                action="store_true",
+                help="read only files new or changed since the last committed run and "
+                "re-analyse only the traces they touch (DESIGN §6)",
+            )
+            p.add_argument(
+                "--prune",
+                action="store_true",
+                help="with --incremental: drop the rows of files that are gone (a trace "
+                "left with no row is removed)",
+            )
     p = _command(
         sub,
         "clocks",
@@ -116,6 +179,8 @@ def _parser() -> argparse.ArgumentParser:
         "compare protocols' overhead across traces; write and print protocol_comparison",
         _run_stages,
     )
+    p.set_defaults(handler=_compare)
+    _as_of(p, "protocol_comparison (print it, run nothing)")
     p.add_argument(
         "--plots",
         default=None,
@@ -129,6 +194,49 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--trace", required=True, help="trace_id")
     p.add_argument("--msg", required=True, help="msg_id")
+    _as_of(p)
+    p = _command(
+        sub, "runs", "list the committed runs: id, command, inputs, counts, versions", _runs
+    )
+    _as_of(p, "the ledger (runs up to RUN)")
+    p.add_argument("--json", action="store_true", help="one JSON object per run")
+    p = _command(
+        sub,
+        "diff",
+        "findings that appeared, disappeared or changed between two runs, per trace",
+        _diff,
+    )
+    p.add_argument(
+        "--from",
+        dest="from_run",
+        default=None,
+        metavar="RUN",
+        help="default: the analysing run before --to",
+    )
+    p.add_argument(
+        "--to", dest="to_run", default=None, metavar="RUN", help="default: the last committed run"
+    )
+    _as_of(p, "the later side (same as --to)")
+    p = _command(
+        sub,
+        "vacuum",
+        "delete data files that no run of the last N days needs; older runs become unreadable",
+        _vacuum,
+    )
+    p.add_argument(
+        "--retain-days",
+        type=float,
+        required=True,
+        metavar="N",
+        help="keep every file a run committed in the last N days can read",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to this long for a running writer",
+    )
     p = _command(
         sub,
         "generate",
@@ -214,32 +322,34 @@ def replay_request(args: argparse.Namespace, config: Config) -> ReplayRequest:
     ).validate()
 
 
-def _stages(args: argparse.Namespace, config: Config) -> list[Stage]:
+def _stages(args: argparse.Namespace, config: Config) -> list[tuple[str, Stage]]:
+    """The named stages of a stage command, in order."""
     command = args.command
     if command == "ingest":
-        return [ingest_stage(args.inputs)]
+        return [("ingest", ingest_stage(args.inputs))]
     if command == "audit":
         return [
-            ingest_stage(args.inputs),
-            clocks_stage(args.matrix),
-            detect_stage(),
-            replay_stage(replay_request(args, config)),
-            compare_stage(),
+            ("ingest", ingest_stage(args.inputs)),
+            ("clocks", clocks_stage(args.matrix)),
+            ("detect", detect_stage()),
+            ("replay", replay_stage(replay_request(args, config))),
+            ("compare", compare_stage()),
         ]
     if command == "replay":
-        return [replay_stage(replay_request(args, config))]
+        return [("replay", replay_stage(replay_request(args, config)))]
     if command == "compare":
-        return [compare_stage()]
+        return [("compare", compare_stage())]
     if command == "clocks":
-        return [clocks_stage(args.matrix)]
+        return [("clocks", clocks_stage(args.matrix))]
     if command == "detect":
-        return [detect_stage()]
+        return [("detect", detect_stage())]
     raise AssertionError(f"no stages for command {command}")
 
 
 def _report(record: RunRecord, out: Callable[[str], None]) -> None:
+    mode = f", {record.mode}" if record.mode else ""
     out(
-        f"run {record.run_id} ({record.command}) committed in "
+        f"run {record.run_id} ({record.command}{mode}) committed in "
         f"{(record.end - record.start).total_seconds():.1f} s"
     )
     out(f"{'table':<20}{'rows':>12}{'version':>10}")
@@ -289,15 +399,21 @@ def _explain(args: argparse.Namespace, session: SparkSession | None = None) -> i
 def explain(args: argparse.Namespace, session: SparkSession | None = None) -> str:
     """The violations and crowns of `args.msg` in `args.trace`, in words."""
     config = load_config(args.conf)
+    as_of = getattr(args, "as_of", None)
+    view = Ledger(str(Path(args.warehouse).resolve())).view(as_of)  # before Spark starts
     spark = session or build_session(config.spark)
     warehouse = Warehouse(spark, args.warehouse, config.sink.format)
+
+    def read(table: str) -> DataFrame:
+        return warehouse.read(table, as_of=view.run_id)
+
     findings = Findings(
-        events=warehouse.read(tables.EVENTS),
-        messages=warehouse.read(tables.MESSAGES),
-        violations=warehouse.read(tables.VIOLATIONS),
-        crowns=warehouse.read(tables.CROWNS),
-        crown_members=warehouse.read(tables.CROWN_MEMBERS),
-        trace_summary=warehouse.read(tables.TRACE_SUMMARY),
+        events=read(tables.EVENTS),
+        messages=read(tables.MESSAGES),
+        violations=read(tables.VIOLATIONS),
+        crowns=read(tables.CROWNS),
+        crown_members=read(tables.CROWN_MEMBERS),
+        trace_summary=read(tables.TRACE_SUMMARY),
     )
     return explain_message(findings, args.trace, args.msg)
 
@@ -305,45 +421,311 @@ def explain(args: argparse.Namespace, session: SparkSession | None = None) -> st
 def comparison_report(args: argparse.Namespace, session: SparkSession | None = None) -> str:
     """`protocol_comparison` as a text table of medians (p99); plots if `--plots` was given."""
     config = load_config(args.conf)
+    as_of = getattr(args, "as_of", None)
     spark = session or build_session(config.spark)
     warehouse = Warehouse(spark, args.warehouse, config.sink.format)
-    text = format_comparison(warehouse.read(tables.PROTOCOL_COMPARISON))
+    text = format_comparison(warehouse.read(tables.PROTOCOL_COMPARISON, as_of=as_of))
     plots = getattr(args, "plots", None)
     if plots:
         written = plot_overheads(
-            warehouse.read(tables.PROTOCOL_RUNS), warehouse.read(tables.MESSAGES), plots
+            warehouse.read(tables.PROTOCOL_RUNS, as_of=as_of),
+            warehouse.read(tables.MESSAGES, as_of=as_of),
+            plots,
         )
         text += "\nplots: " + ", ".join(str(p) for p in written)
     return text
 
 
-def _run_stages(args: argparse.Namespace, session: SparkSession | None = None) -> int:
-    """A job of stages (ingest, audit, clocks, detect, replay, compare): run, commit, report."""
-    record = run_job_of(args, session)
-    _report(record, print)
-    if args.command in ("compare", "audit"):
-        print(comparison_report(args, session))
+def _compare(args: argparse.Namespace, session: SparkSession | None = None) -> int:
+    """`compare`: run the stage and print; with --as-of, only print (a reader)."""
+    if args.as_of is None:
+        return _run_stages(args, session)
+    Ledger(str(Path(args.warehouse).resolve())).resolve(args.as_of)  # before Spark starts
+    print(comparison_report(args, session))
     return 0
 
 
-def run_job_of(args: argparse.Namespace, session: SparkSession | None = None) -> RunRecord:
-    """Run the job of a parsed stage command and return its record (raises on failure)."""
+def _run_stages(args: argparse.Namespace, session: SparkSession | None = None) -> int:
+    """A job of stages (ingest, audit, clocks, detect, replay, compare): run, commit, report,
+    gate (exit 1 when a --fail-on condition held)."""
+    conditions = gating.parse_conditions(args.fail_on)
     config: Config = load_config(args.conf)
-    stages = _stages(args, config)  # bad options fail before Spark starts
+    named = _stages(args, config)  # bad options fail before Spark starts
+    gating.require_stages(conditions, args.command, [name for name, _ in named])
+    if getattr(args, "prune", False) and not getattr(args, "incremental", False):
+        raise FailOnError("--prune only applies to an incremental audit (--incremental)")
+    progress = Progress(quiet=args.quiet)
+    with writer_lock(str(Path(args.warehouse).resolve()), args.command, wait=args.wait):
+        record = run_job_of(args, session, progress=progress, config=config)
+    out = (lambda _line: None) if args.quiet else print
+    if record.repaired:
+        for line in record.repaired.lines():
+            print(line)
+    _report(record, out)
+    if args.command in ("compare", "audit") and not args.quiet:
+        print(comparison_report(args, session))
+    needs_new = any(c.name == "new" for c in conditions) or args.summary_json
+    new = _new_findings(args, session, record, config) if needs_new else None
+    counts = dict(record.counts)
+    if new is not None:
+        counts["new_findings"] = new["appeared"] + new["changed"]
+    outcomes = gating.evaluate(conditions, counts)
+    for outcome in outcomes:
+        if outcome.held or not args.quiet:
+            print(outcome.line())
+    code = 1 if any(o.held for o in outcomes) else 0
+    if args.summary_json:
+        _write_summary(args, _summary(args, record, outcomes, new, code, config))
+    return code
+
+
+def _new_findings(
+    args: argparse.Namespace, session: SparkSession | None, record: RunRecord, config: Config
+) -> dict[str, Any] | None:
+    """Findings of this run that appeared, disappeared or changed since the previous
+    committed run (only the traces the run analysed, for an incremental run)."""
+    from causal_spark.app.history import APPEARED, CHANGED, DISAPPEARED, findings_diff
+    from causal_spark.io.ledger import EMPTY
+
+    if tables.TRACE_SUMMARY not in record.table_versions:
+        return None
+    spark = session or build_session(config.spark)
+    warehouse = Warehouse(spark, args.warehouse, config.sink.format)
+    ledger = warehouse.ledger
+    after = ledger.view(record.run_id)
+    before = ledger.view(record.previous_run) if record.previous_run else EMPTY
+    rows = [r.asDict() for r in findings_diff(warehouse, before, after).collect()]
+    by_kind: dict[str, dict[str, int]] = {}
+    for row in rows:
+        kind = by_kind.setdefault(str(row["finding"]), {APPEARED: 0, DISAPPEARED: 0, CHANGED: 0})
+        kind[str(row["change"])] += 1
+    return {
+        "since_run": record.previous_run,
+        APPEARED: sum(1 for r in rows if r["change"] == APPEARED),
+        DISAPPEARED: sum(1 for r in rows if r["change"] == DISAPPEARED),
+        CHANGED: sum(1 for r in rows if r["change"] == CHANGED),
+        "by_finding": by_kind,
+        "appeared_list": [
+            {"trace_id": r["trace_id"], "finding": r["finding"], "key": r["key"]}
+            for r in sorted(rows, key=lambda r: (r["trace_id"], r["finding"], r["key"]))
+            if r["change"] == APPEARED
+        ][:100],
+    }
+
+
+def _summary(
+    args: argparse.Namespace,
+    record: RunRecord,
+    outcomes: list[gating.Outcome],
+    new: dict[str, Any] | None,
+    code: int,
+    config: Config,
+) -> dict[str, Any]:
+    from causal_spark.anomalies import ORDER_CLASSES
+    from causal_spark.io import delta
+
+    root = str(Path(args.warehouse).resolve())
+    table_rows = {}
+    for table, version in sorted(record.view.items()):
+        files = delta.data_files(str(Path(root) / table), version)
+        table_rows[table] = {
+            "version": version,
+            "rows": sum(f.rows or 0 for f in files),
+            "written": record.stages.rows.get(table),
+        }
+    counts = record.counts
+    findings = {
+        name: int(counts[finding.key])
+        for name, finding in gating.FINDINGS.items()
+        if finding.key in counts
+    }
+    classes = (
+        {name: int(counts.get(f"class_{name}", 0)) for name in ORDER_CLASSES}
+        if record.stages.detect is not None
+        else None
+    )
+    return {
+        "status": "committed",
+        "exit_code": code,
+        "run_id": record.run_id,
+        "command": record.command,
+        "mode": record.mode,
+        "previous_run": record.previous_run,
+        "started": record.start.isoformat(),
+        "ended": record.end.isoformat(),
+        "seconds": round((record.end - record.start).total_seconds(), 3),
+        "stage_seconds": {k: round(v, 3) for k, v in record.stage_seconds.items()},
+        "repaired": record.repaired.lines() if record.repaired else [],
+        "tables": table_rows,
+        "counts": counts,
+        "classes": classes,
+        "findings": findings,
+        "new_findings": new,
+        "fail_on": [o.as_json() for o in outcomes],
+        "error": None,
+    }
+
+
+def _write_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
+    path = Path(args.summary_json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    temporary.replace(path)
+
+
+def run_job_of(
+    args: argparse.Namespace,
+    session: SparkSession | None = None,
+    progress: Progress | None = None,
+    config: Config | None = None,
+) -> RunRecord:
+    """Run the job of a parsed stage command and return its record (raises on failure)."""
+    config = config or load_config(args.conf)
+    named = _stages(args, config)  # bad options fail before Spark starts
     for given in getattr(args, "inputs", []):
         if not Path(given).exists():  # fail before paying for a Spark session
             raise InputError(f"input path {given} does not exist")
+    progress = progress or Progress(quiet=True)
+    progress.say(f"{args.command}: starting Spark")
     spark = session or build_session(config.spark)
+    progress.spark = spark
     warehouse = Warehouse(spark, args.warehouse, config.sink.format)
-    return run_job(args.command, stages, spark=spark, config=config, warehouse=warehouse)
+    incremental = None
+    mode = None
+    if args.command == "audit":
+        mode = "incremental" if args.incremental else "full"
+        if args.incremental:
+            incremental = Incremental(tuple(args.inputs), prune=args.prune)
+    return run_job(
+        args.command,
+        [stage for _, stage in named],
+        stage_names=[name for name, _ in named],
+        spark=spark,
+        config=config,
+        warehouse=warehouse,
+        started=progress.started,
+        ended=progress.ended,
+        incremental=incremental,
+        mode=mode,
+    )
 
 
 def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
     """Parse `argv` (a stage command), run the job and return its record (raises on failure)."""
     args = _parser().parse_args(list(argv))
-    if args.handler is not _run_stages:
+    if args.handler not in (_run_stages, _compare):
         raise ValueError(f"'{args.command}' is not a job of stages")
     return run_job_of(args, session)
+
+
+def _runs(args: argparse.Namespace, session: SparkSession | None = None) -> int:
+    """`runs`: the ledger, oldest first (no Spark)."""
+    ledger = Ledger(str(Path(args.warehouse).resolve()))
+    rows = ledger.rows()
+    if args.as_of is not None:
+        last = ledger.resolve(args.as_of, rows)
+        rows = rows[: rows.index(last) + 1]
+    if not rows:
+        print(f"no committed run in {ledger.root}")
+        return 0
+    for row in rows:
+        if args.json:
+            print(json.dumps(row, default=str, sort_keys=True))
+            continue
+        seconds = (row["end"] - row["start"]).total_seconds()
+        mode = f" {row['mode']}" if row.get("mode") else ""
+        print(
+            f"{row['id']}  {row['command']}{mode}  "
+            f"{row['start']:%Y-%m-%d %H:%M:%S}  {seconds:.1f} s"
+        )
+        for given in row["inputs"] or []:
+            files = given.get("files") or []
+            read = sum(1 for f in files if f["read"])
+            detail = f", {read} of {len(files)} file(s) read" if files else ""
+            print(
+                f"  input {given['path']} ({given['format']}, {given['n_files']} file(s){detail})"
+            )
+        counts = row["counts"]
+        shown = [
+            f"{k} {counts[k]}"
+            for k in (
+                "rows_read",
+                "events",
+                "messages",
+                "quarantine",
+                "violations",
+                "crowns",
+                "trace_summary",
+                "protocol_runs",
+                "rolled_back",
+                "removed_files",
+            )
+            if k in counts
+        ]
+        if shown:
+            print("  counts " + ", ".join(shown))
+        written = set(row.get("written") or [])
+        versions = ", ".join(
+            f"{t} {v}{'*' if t in written else ''}"
+            for t, v in sorted(row["table_versions"].items())
+        )
+        print(f"  versions {versions or '-'} (* written by this run)")
+        if row.get("note"):
+            print(f"  note {row['note']}")
+    return 0
+
+
+def _diff(args: argparse.Namespace, session: SparkSession | None = None) -> int:
+    """`diff`: findings that appeared, disappeared or changed between two runs."""
+    from causal_spark.app.history import findings_diff, format_diff
+    from causal_spark.io.ledger import EMPTY, View
+
+    if args.as_of is not None and args.to_run is not None and args.as_of != args.to_run:
+        raise UsageError("diff: --as-of and --to name the same side; give one of them")
+    ledger = Ledger(str(Path(args.warehouse).resolve()))
+    rows = ledger.rows()
+    if not rows:
+        raise WarehouseError(f"no committed run in {ledger.root}")
+    to_ref = args.to_run or args.as_of
+    to_row = ledger.resolve(to_ref, rows) if to_ref else rows[-1]
+    analysed = [
+        r for r in rows[: rows.index(to_row)] if tables.TRACE_SUMMARY in (r.get("written") or [])
+    ]
+    if args.from_run is not None:
+        from_row: dict[str, Any] | None = ledger.resolve(args.from_run, rows)
+    else:
+        from_row = analysed[-1] if analysed else None
+    config = load_config(args.conf)
+    spark = session or build_session(config.spark)
+    warehouse = Warehouse(spark, args.warehouse, config.sink.format)
+
+    def view(row: dict[str, Any]) -> View:
+        return View(row["id"], dict(row["table_versions"]), dict(row["lineage"]))
+
+    before = view(from_row) if from_row is not None else EMPTY
+    diff = findings_diff(warehouse, before, view(to_row))
+    lines = [r.asDict() for r in diff.collect()]
+    print(format_diff(lines, from_row["id"] if from_row else "(nothing)", to_row["id"]))
+    return 0
+
+
+def _vacuum(args: argparse.Namespace, session: SparkSession | None = None) -> int:
+    """`vacuum`: delete the data files no run of the last N days can read."""
+    from causal_spark.app.vacuum import vacuum
+
+    if args.retain_days < 0:
+        raise UsageError("--retain-days must be 0 or more")
+    root = str(Path(args.warehouse).resolve())
+    config = load_config(args.conf)
+    with writer_lock(root, "vacuum", wait=args.wait):
+        for line in vacuum(root, args.retain_days, config.to_json()):
+            print(line)
+    return 0
+
+
+class UsageError(ValueError):
+    """Options that contradict each other."""
 
 
 # errors that are the user's to fix: a message and exit code 2, no traceback
@@ -354,21 +736,49 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     GeneratorError,
     UnknownMessageError,
     ReplayRequestError,
+    FailOnError,
+    UsageError,
 )
+EXIT_OK, EXIT_FAIL_ON, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def main(argv: Sequence[str] | None = None, session: SparkSession | None = None) -> int:
+    """Exit codes (DESIGN §6): 0 success; 1 committed, but a --fail-on condition held;
+    2 bad usage, configuration or input, or the warehouse is held by another writer
+    (nothing committed); 3 internal failure (nothing committed)."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     handler: Handler = args.handler
+    began = datetime.now(UTC)
     try:
         return handler(args, session)
     except USER_ERRORS as e:
         print(f"causal-spark: error: {e}", file=sys.stderr)
-        return 2
+        _failed_summary(args, began, EXIT_USAGE, e)
+        return EXIT_USAGE
+    except Exception as e:  # the one place every other failure becomes exit code 3
+        traceback.print_exc()
+        print(f"causal-spark: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        _failed_summary(args, began, EXIT_INTERNAL, e)
+        return EXIT_INTERNAL
+
+
+def _failed_summary(args: argparse.Namespace, began: datetime, code: int, error: Exception) -> None:
+    if getattr(args, "summary_json", None):
+        _write_summary(
+            args,
+            {
+                "status": "failed",
+                "exit_code": code,
+                "command": args.command,
+                "started": began.isoformat(),
+                "ended": datetime.now(UTC).isoformat(),
+                "error": f"{type(error).__name__}: {error}",
+            },
+        )
 
 
 if __name__ == "__main__":

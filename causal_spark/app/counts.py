@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from causal_spark.anomalies import ORDER_CLASSES
 
+VIOLATION_KINDS: tuple[str, ...] = ("fifo", "causal")
+
 
 class AccountingError(RuntimeError):
     """Input rows were neither analysed nor quarantined (a bug: the run is not committed)."""
@@ -89,9 +91,15 @@ class DetectCounts:
     violations: int
     crowns: int
     by_class: Mapping[str, int]
+    # violation rows by kind (`fifo`, `causal`)
+    by_kind: Mapping[str, int] = field(default_factory=dict)
 
     def flat(self) -> dict[str, int]:
-        return {f"class_{name}": int(self.by_class.get(name, 0)) for name in ORDER_CLASSES}
+        flat = {f"class_{name}": int(self.by_class.get(name, 0)) for name in ORDER_CLASSES}
+        for kind in VIOLATION_KINDS:
+            flat[f"violations_{kind}"] = int(self.by_kind.get(kind, 0))
+        flat["crown_components"] = self.crowns
+        return flat
 
     def line(self) -> str:
         classes = ", ".join(f"{name} {self.by_class.get(name, 0)}" for name in ORDER_CLASSES)

@@ -1,26 +1,51 @@
 """Running a job: one run id, stages in order, tables committed together, a `runs` row.
 
 A stage is a function `(StageContext) -> None` that stages tables and adds
-counts. `run_job` commits only after every stage has succeeded.
+counts. `run_job` holds the warehouse's writer lock, repairs what a dead run left
+(`causal_spark.app.repair`), runs the stages, and commits only after every stage
+has succeeded; the `runs` row, written last, is the commit (DESIGN §6).
+
+Stages read their inputs as the last committed run left them (never a version no
+run committed), and every table carries a *lineage*: the run whose ingest its rows
+derive from. A stage refuses inputs of different lineages (`detect` right after
+`ingest` would otherwise pair new events with old clocks).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from causal_spark import tables
+from causal_spark.app import incremental as inc
 from causal_spark.app.counts import RunCounts
+from causal_spark.app.lock import writer_lock
+from causal_spark.app.repair import RepairReport, repair
 from causal_spark.config import Config
-from causal_spark.io.sources import InputSet, Skipped
-from causal_spark.sinks import FileWriter, RunTransaction, Warehouse
+from causal_spark.io.ledger import NEW_TABLE, View, WarehouseError
+from causal_spark.io.sinks import FileWriter, RunTransaction, Warehouse
+from causal_spark.io.sources import Inputs, InputSet, Skipped
 
 log = logging.getLogger(__name__)
+
+RUN_ID = "run_id"
+
+
+class LineageError(WarehouseError):
+    """A stage's input tables derive from different ingests (a stage was skipped)."""
+
+
+# progress callbacks: (stage name) on start, (stage name, rows staged, seconds) on end
+StageStarted = Callable[[str], None]
+StageEnded = Callable[[str, dict[str, int], float], None]
 
 
 @dataclass
@@ -31,27 +56,107 @@ class StageContext:
     config: Config
     warehouse: Warehouse
     txn: RunTransaction
+    view: View = field(default_factory=lambda: View(None))
     inputs: list[InputSet] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     counts: RunCounts = field(default_factory=RunCounts)
     outputs: dict[str, DataFrame] = field(default_factory=dict)
+    lineage: dict[str, str] = field(default_factory=dict)
+    current_lineage: str | None = None
+    staged_order: list[str] = field(default_factory=list)
+    selection: inc.Selection | None = None
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def raw_rows(self, paths: Sequence[str], reader: str = "auto") -> tuple[Inputs, DataFrame]:
+        """The files ingest reads and their raw rows: every file of `paths`, or (an
+        incremental audit, chosen before the stages ran) the new and changed files and the
+        touched traces' rows of the others. Records each file's fingerprint and traces for
+        `runs`, and the files no reader took."""
+        if self.selection is None:
+            found = self.discover(paths, reader)
+            self.selection = inc.select_full(found)
+            raw = inc.read_selection(self.spark, self.selection)
+            inc.record_traces(self.spark, found, raw, self.selection.records)
+        else:
+            # chosen (and its inputs recorded) before the stages ran
+            raw = inc.read_selection(self.spark, self.selection)
+        self.files = inc.records_of(self.selection)
+        return self.selection.inputs, raw
+
+    def discover(self, paths: Sequence[str], reader: str = "auto") -> Inputs:
+        """The input files under `paths` (never the warehouse itself), recorded for `runs`."""
+        found = inc.discover(
+            paths, self.config.ingest, exclude=[self.warehouse.root], reader=reader
+        )
+        if self.selection is None:
+            self.record_inputs(found)
+        return found
+
+    def record_inputs(self, found: Inputs) -> None:
+        self.inputs.extend(found.sets)
+        self.skipped.extend(found.skipped)
 
     def table(self, name: str) -> DataFrame:
-        """A table staged earlier in this run, else its committed version."""
+        """A table staged earlier in this run, else the version the last committed run
+        names."""
         if name in self.outputs:
             return self.outputs[name]
-        return self.warehouse.read(name)
+        version = self.view.versions.get(name)
+        if version is None:
+            raise WarehouseError(
+                f"table '{name}' does not exist under {self.warehouse.root}"
+                + (f" as of run {self.view.run_id}" if self.view.run_id else "")
+                + "; run the job that writes it first"
+            )
+        return self.warehouse.read_version(name, version)
+
+    def whole(self, name: str) -> DataFrame:
+        """All the rows `name` will hold once this run commits: in an incremental run,
+        the committed rows of the traces it does not re-analyse and its own (for the
+        stages whose result spans traces: compare)."""
+        staged = self.table(name)
+        traces = self.txn.replace_traces
+        committed = self.view.versions.get(name)
+        if not self.txn.incremental or name not in self.outputs or committed is None:
+            return staged
+        touched = self.spark.createDataFrame([(t,) for t in traces], "trace_id string")
+        kept = self.warehouse.read_version(name, committed).join(
+            F.broadcast(touched), "trace_id", "left_anti"
+        )
+        return kept.unionByName(staged)
+
+    def derive_from(self, *names: str) -> str | None:
+        """Require `names` to share one lineage; the tables this stage stages get it."""
+        found = {name: self.lineage.get(name) for name in names}
+        known = {lineage for lineage in found.values() if lineage is not None}
+        if len(known) > 1:
+            by_run = ", ".join(f"{n} from run {lin}" for n, lin in sorted(found.items()) if lin)
+            raise LineageError(
+                f"the inputs of this stage come from different ingests ({by_run}): a stage "
+                "was skipped or failed since the last ingest; run the stages in order "
+                "(ingest, clocks, detect, replay, compare) or `audit`"
+            )
+        self.current_lineage = known.pop() if known else None
+        return self.current_lineage
 
     def stage(self, name: str, frame: DataFrame) -> DataFrame:
-        return self._record(name, self.txn.stage(name, frame))
+        if RUN_ID in tables.table_schema(name).names and RUN_ID not in frame.columns:
+            frame = frame.withColumn(RUN_ID, F.lit(self.txn.run_id))
+        return self._record(name, self.txn.stage(name, frame, self._mode(name)))
 
     def stage_through(self, name: str, produce: Callable[[FileWriter], DataFrame]) -> DataFrame:
         """Stage `name` from files its tasks write themselves (`RunTransaction.stage_through`)."""
-        return self._record(name, self.txn.stage_through(name, produce))
+        return self._record(name, self.txn.stage_through(name, produce, self._mode(name)))
+
+    def _mode(self, name: str) -> Any:
+        per_trace = "trace_id" in tables.table_schema(name).names
+        return "replace" if self.txn.incremental and per_trace else "overwrite"
 
     def _record(self, name: str, staged: DataFrame) -> DataFrame:
         self.outputs[name] = staged
         self.counts.rows[name] = self.txn.staged_rows(name)
+        self.staged_order.append(name)
+        self.lineage[name] = self.current_lineage or self.txn.run_id
         return staged
 
 
@@ -66,6 +171,11 @@ class RunRecord:
     end: datetime
     table_versions: dict[str, int]
     stages: RunCounts
+    view: dict[str, int] = field(default_factory=dict)
+    previous_run: str | None = None
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    repaired: RepairReport | None = None
+    mode: str | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -85,57 +195,154 @@ def run_job(
     config: Config,
     warehouse: Warehouse,
     on_staged: Callable[[str], None] | None = None,
+    on_committed: Callable[[str], None] | None = None,
+    stage_names: Sequence[str] | None = None,
+    started: StageStarted | None = None,
+    ended: StageEnded | None = None,
+    incremental: inc.Incremental | None = None,
+    mode: str | None = None,
 ) -> RunRecord:
     """Run `stages` under one run id; commit their tables and a `runs` row at the end.
 
-    `on_staged` is called after each table is staged (tests use it to fail a
-    run part-way on purpose).
+    Holds the writer lock of the warehouse (re-entrant: the CLI takes it first) and
+    repairs the warehouse before anything else. `on_staged` / `on_committed` are
+    called after each table is staged / committed (tests fail or stop a run there);
+    `started` / `ended` report each stage (progress); `incremental`: choose the files
+    and traces after the repair, before the stages, and replace only those traces' rows.
     """
-    start = datetime.now(UTC)
-    run_id = new_run_id(start)
-    log.info("run %s: %s", run_id, command)
-    with warehouse.transaction(run_id) as txn:
-        txn.on_staged = on_staged
-        context = StageContext(spark=spark, config=config, warehouse=warehouse, txn=txn)
-        for stage in stages:
-            stage(context)
-        versions = txn.commit()
-        end = datetime.now(UTC)
-        run_row = _run_row(run_id, command, start, end, context, versions)
-        txn.stage(
-            tables.RUNS,
-            spark.createDataFrame([run_row], tables.table_schema(tables.RUNS)),
-            mode="append",
-        )
-        versions = txn.commit()
-    return RunRecord(run_id, command, start, end, versions, context.counts)
+    with writer_lock(warehouse.root, command):
+        start = datetime.now(UTC)
+        run_id = new_run_id(start)
+        repaired = repair(warehouse.root, f"{run_id}-repair", config.to_json())
+        view = warehouse.view()
+        log.info("run %s: %s (after run %s)", run_id, command, view.run_id)
+        names = list(stage_names or [f"stage {i + 1}" for i in range(len(stages))])
+        seconds: dict[str, float] = {}
+        with warehouse.transaction(run_id) as txn:
+            txn.on_staged = on_staged
+            txn.on_committed = on_committed
+            # the version each table starts from (the view's, or a later one that changes no
+            # data: vacuum's commits; NEW_TABLE: none); a commit that finds the table
+            # elsewhere met a concurrent writer
+            txn.base = {
+                t: NEW_TABLE if (v := warehouse.version(t)) is None else v for t in tables.TABLES
+            }
+            context = StageContext(
+                spark=spark,
+                config=config,
+                warehouse=warehouse,
+                txn=txn,
+                view=view,
+                lineage=dict(view.lineage),
+            )
+            chosen = list(zip(names, stages, strict=True))
+            if incremental is not None:
+                chosen = _prepare_incremental(context, incremental, chosen)
+            for name, stage in chosen:
+                if started is not None:
+                    started(name)
+                staged_before = len(context.staged_order)
+                began = time.monotonic()
+                stage(context)
+                seconds[name] = time.monotonic() - began
+                if ended is not None:
+                    rows = {t: context.counts.rows[t] for t in context.staged_order[staged_before:]}
+                    ended(name, rows, seconds[name])
+
+            def row(versions: dict[str, int]) -> dict[str, Any]:
+                full = dict(view.versions)
+                full.update(versions)
+                return _run_row(
+                    run_id, command, start, context, full, sorted(versions), seconds, mode
+                )
+
+            txn.commit_run(row)
+            end = datetime.now(UTC)
+        written = dict(txn.versions)
+    full = dict(view.versions)
+    full.update({t: v for t, v in written.items() if t != tables.RUNS})
+    return RunRecord(
+        run_id,
+        command,
+        start,
+        end,
+        written,
+        context.counts,
+        view=full,
+        previous_run=view.run_id,
+        stage_seconds=seconds,
+        repaired=repaired if repaired else None,
+        mode=mode,
+    )
+
+
+def _prepare_incremental(
+    context: StageContext, spec: inc.Incremental, stages: list[tuple[str, Stage]]
+) -> list[tuple[str, Stage]]:
+    """Choose the files and traces of an incremental audit; return the stages to run.
+
+    Nothing new: no stage runs (the run records the files it saw). Only rows removed
+    (deleted files pruned, no new row for those traces): every per-trace table drops
+    the traces' rows, and only `compare` runs again.
+    """
+    spark = context.spark
+    found = context.discover(spec.paths)
+    selection = inc.select_incremental(
+        found,
+        inc.previous_files(context.warehouse.ledger.rows()),
+        lambda fresh: inc.traces_by_file(spark, fresh),
+        spec.prune,
+    )
+    context.selection = selection
+    context.txn.incremental = True
+    context.txn.replace_traces = list(selection.traces or [])
+    context.counts.rows.clear()
+    if not selection.traces:
+        context.files = inc.records_of(selection)
+        return []
+    if selection.inputs:  # files holding rows of the traces (an empty file is left out)
+        return stages
+    context.files = inc.records_of(selection)
+    for table, _ in context.view.versions.items():
+        if "trace_id" in tables.table_schema(table).names:
+            context.stage(table, spark.createDataFrame([], tables.table_schema(table)))
+    return [(name, stage) for name, stage in stages if name == "compare"]
 
 
 def _run_row(
     run_id: str,
     command: str,
     start: datetime,
-    end: datetime,
     context: StageContext,
     versions: dict[str, int],
-) -> Row:
+    written: list[str],
+    seconds: dict[str, float],
+    mode: str | None,
+) -> dict[str, Any]:
     inputs = [
-        Row(
-            path=i.path,
-            format=i.format,
-            n_files=len(i.files),
-            bytes=i.n_bytes,
-            fingerprint=i.fingerprint,
-        )
+        {
+            "path": i.path,
+            "format": i.format,
+            "n_files": len(i.files),
+            "bytes": i.n_bytes,
+            "fingerprint": i.fingerprint,
+            "files": context.files.get(i.path),
+        }
         for i in context.inputs
     ]
-    return Row(
-        id=run_id,
-        command=command,
-        start=start,
-        end=end,
-        inputs=inputs,
-        config=context.config.to_json(),
-        table_versions=dict(versions),
-        counts=context.counts.flat(),
-    )
+    lineage = {t: lin for t, lin in context.lineage.items() if t in versions}
+    return {
+        "id": run_id,
+        "command": command,
+        "start": start,
+        "end": datetime.now(UTC),
+        "inputs": inputs,
+        "config": context.config.to_json(),
+        "table_versions": versions,
+        "counts": context.counts.flat(),
+        "written": written,
+        "lineage": lineage,
+        "stage_seconds": dict(seconds),
+        "mode": mode,
+        "note": None,
+    }

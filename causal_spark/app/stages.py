@@ -27,7 +27,7 @@ from causal_spark.app.counts import (
 from causal_spark.app.runs import Stage, StageContext
 from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_clocks
 from causal_spark.ingest import ingest
-from causal_spark.io.sources import discover_inputs, only_files, read_raw_rows
+from causal_spark.io.sources import only_files, read_raw_rows
 from causal_spark.matrix import with_matrix_clocks
 from causal_spark.replay import (
     ReplayRequest,
@@ -51,15 +51,10 @@ def ingest_stage(paths: Sequence[str], reader: str = "auto") -> Stage:
     """Read the inputs and stage `events`, `messages` and `quarantine`."""
 
     def run(context: StageContext) -> None:
-        settings = context.config.ingest
-        inputs = discover_inputs(paths, settings, exclude=[context.warehouse.root], reader=reader)
-        context.inputs.extend(inputs.sets)
-        context.skipped.extend(inputs.skipped)
         spark = context.spark
+        inputs, raw = context.raw_rows(paths, reader)
         ingested = ingest(
-            read_raw_rows(spark, inputs),
-            inputs,
-            reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
+            raw, inputs, reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids))
         )
         context.stage(tables.EVENTS, ingested.events)
         context.stage(tables.MESSAGES, ingested.messages)
@@ -88,6 +83,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
 
     def run(context: StageContext) -> None:
         settings = context.config.clocks
+        context.derive_from(tables.EVENTS, tables.MESSAGES)
         events = context.table(tables.EVENTS)
         messages = context.table(tables.MESSAGES)
         result = with_clocks(events, messages, settings)
@@ -115,6 +111,7 @@ def detect_stage() -> Stage:
 
     def run(context: StageContext) -> None:
         settings = context.config.detect
+        context.derive_from(tables.EVENTS, tables.MESSAGES, tables.TRACE_CLOCKS, tables.QUARANTINE)
         events = context.table(tables.EVENTS)
         messages = context.table(tables.MESSAGES)
         trace_clocks = context.table(tables.TRACE_CLOCKS)
@@ -136,10 +133,12 @@ def detect_stage() -> Stage:
             )
         per_class = summary.groupBy("order_class").count().collect()
         by_class = {row["order_class"]: int(row["count"]) for row in per_class}
+        per_kind = violations.groupBy("kind").count().collect()
         context.counts.detect = DetectCounts(
             violations=context.counts.rows[tables.VIOLATIONS],
             crowns=context.counts.rows[tables.CROWNS],
             by_class={name: by_class.get(name, 0) for name in ORDER_CLASSES},
+            by_kind={row["kind"]: int(row["count"]) for row in per_kind},
         )
 
     return run
@@ -149,6 +148,7 @@ def replay_stage(request: ReplayRequest) -> Stage:
     """Stage `protocol_runs` and `deliveries`: every trace replayed under each protocol (§4)."""
 
     def run(context: StageContext) -> None:
+        context.derive_from(tables.EVENTS, tables.MESSAGES, tables.TRACE_CLOCKS)
         programs = program_rows(
             context.table(tables.EVENTS),
             context.table(tables.MESSAGES),
@@ -181,8 +181,9 @@ def compare_stage() -> Stage:
     """Stage `protocol_comparison`: protocols x overhead, medians and p99 across traces."""
 
     def run(context: StageContext) -> None:
+        context.derive_from(tables.PROTOCOL_RUNS)
         context.stage(
-            tables.PROTOCOL_COMPARISON, compare_protocols(context.table(tables.PROTOCOL_RUNS))
+            tables.PROTOCOL_COMPARISON, compare_protocols(context.whole(tables.PROTOCOL_RUNS))
         )
 
     return run

@@ -76,13 +76,24 @@ from causal_spark.ingest.rules import (
     with_event_keys,
 )
 from causal_spark.ingest.typed import (
+    TRACE_OF,
     accepted,
     file_table,
+    trace_ids,
     type_rows,
 )
 from causal_spark.io.sources import FILE_ID, Inputs
 
-__all__ = ["KIND_ALIASES", "IngestError", "Ingested", "file_table", "ingest", "type_rows"]
+__all__ = [
+    "KIND_ALIASES",
+    "TRACE_OF",
+    "IngestError",
+    "Ingested",
+    "file_table",
+    "ingest",
+    "trace_ids",
+    "type_rows",
+]
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,26 @@ def file_table(spark: SparkSession, inputs: Inputs) -> DataFrame:
     )
 
 
+TRACE_OF = "__cs_trace_of"
+
+
+def _trace_of() -> Column:
+    """The trace a raw row (joined with `file_table`) belongs to: its own trace_id, else
+    the file's default (with the reader's suffix, `:label`, when it gives one)."""
+    default = F.when(
+        F.col(TRACE_SUFFIX).isNotNull(),
+        F.concat(F.col("default_trace"), F.lit(":"), F.col(TRACE_SUFFIX)),
+    ).otherwise(F.col("default_trace"))
+    return F.coalesce(_blank_to_null(F.col(C.TRACE_ID)), default)
+
+
+def trace_ids(raw: DataFrame, files: DataFrame) -> DataFrame:
+    """Raw rows with `TRACE_OF`, the trace each belongs to (as ingest will name it)."""
+    return raw.join(F.broadcast(files.select(FILE_ID, "default_trace")), FILE_ID).select(
+        *raw.columns, _trace_of().alias(TRACE_OF)
+    )
+
+
 def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
     """Step 1: type the string fields of raw rows and apply the row-local rules.
 
@@ -133,10 +153,6 @@ def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
     missing = [c for c in RAW_COLUMNS if c not in raw.columns]
     if missing:
         raise IngestError(f"raw rows need columns {missing}; found {raw.columns}")
-    default = F.when(
-        F.col(TRACE_SUFFIX).isNotNull(),
-        F.concat(F.col("default_trace"), F.lit(":"), F.col(TRACE_SUFFIX)),
-    ).otherwise(F.col("default_trace"))
     typed = raw.join(F.broadcast(files.select(FILE_ID, "default_trace")), FILE_ID).select(
         FILE_ID,
         C.LINE,
@@ -151,7 +167,7 @@ def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
         F.col(C.SEQ).alias("__cs_raw_seq"),
         F.col(C.TS).alias("__cs_raw_ts"),
         F.col(C.SIZE_BYTES).alias("__cs_raw_size"),
-        F.coalesce(_blank_to_null(F.col(C.TRACE_ID)), default).alias(C.TRACE_ID),
+        _trace_of().alias(C.TRACE_ID),
         _blank_to_null(F.col(C.PROCESS)).alias(C.PROCESS),
         _blank_to_null(F.col(C.KIND)).alias("__cs_kind_text"),
         _normalized_kind(F.col(C.KIND)).alias(C.KIND),

@@ -1,1 +1,1 @@
-"""Inputs and outputs: discovery, readers of every format, the Delta sink."""
+"""Inputs and outputs: discovery, readers of every format, the Delta sink, the `runs` ledger."""
