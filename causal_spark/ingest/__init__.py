@@ -205,7 +205,7 @@ def ingest(
         events=events.observe(
             events_seen,
             *[
-                F.count(F.when(F.col(C.KIND) == kind, 1)).alias(f"{kind}events_of")
+                F.count(F.when(F.col(C.KIND) == kind, 1)).alias(f"{kind}_events")
                 for kind in (C.INTERNAL, C.SEND, C.RECEIVE)
             ],
         ),

@@ -188,7 +188,9 @@ def commit_files(
     schema = tables.arrow_schema(table)
     trace_column = "trace_id" if "trace_id" in schema.names else None
     adds = [_add_action(table_path, f, trace_column) for f in files]
-    properties = CommitProperties(custom_metadata={delta.RUN_ID_KEY: run_id})
+    # no retries: delta-rs would otherwise commit a lost race at the next version,
+    # putting this run's rows on top of the other writer's (two first commits)
+    properties = CommitProperties(custom_metadata={delta.RUN_ID_KEY: run_id}, max_commit_retries=0)
     uri = delta.table_uri(table_path)
     before = delta.latest_version(table_path)
     if base is not None and before != (None if base == NEW_TABLE else base):
