@@ -1,0 +1,1 @@
+"""Input and output of files: sources, and the readers of native log formats (`readers`)."""
