@@ -187,3 +187,25 @@ def as_today_raw_rows(rows: DataFrame) -> DataFrame:
 
 def repo_file(*parts: str) -> Path:
     return Path(__file__).resolve().parents[1].joinpath(*parts)
+
+
+def message_ends(
+    rows: Iterable[dict[str, Any]],
+) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+    """msg_id -> (its send row or None, its receive row or None), over accepted rows."""
+    sends = {r["msg_id"]: r for r in accepted(rows) if r["kind"] == "send"}
+    receives = {r["msg_id"]: r for r in accepted(rows) if r["kind"] == "receive"}
+    return {m: (sends.get(m), receives.get(m)) for m in sorted(set(sends) | set(receives))}
+
+
+def events_of(rows: Iterable[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    """The events of accepted rows: (trace_id, trace_suffix, process, seq, sub)."""
+    return {
+        (r["trace_id"], r["trace_suffix"], r["process"], r["seq"], r["sub"] or 0)
+        for r in accepted(rows)
+    }
+
+
+def records_of(rows: Iterable[dict[str, Any]]) -> set[tuple[str, int, int]]:
+    """The input records the rows account for: (source, line, record)."""
+    return {(r["source"], r["line"], r["record"]) for r in rows}

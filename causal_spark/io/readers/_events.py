@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from causal_spark import columns as C
-from causal_spark.io.readers.base import RECORDED_VC, SUB, conform
+from causal_spark.io.readers.base import CLOCK_TYPE, RECORDED_VC, SUB, conform
 
 RECEIVES = "__rd_receives"
 SENDS = "__rd_sends"
@@ -46,11 +46,14 @@ def expand_events(events: DataFrame) -> DataFrame:
     """Events -> raw rows.
 
     Input columns: the raw-row fields of the logged event (source, line, record,
-    raw, trace_id, trace_suffix, process, seq, ts, size_bytes, label, recorded_vc)
+    raw, trace_id, trace_suffix, process, seq, ts, size_bytes, label, recorded_vc; the
+    optional ones may be absent)
     and `RECEIVES`, `SENDS`: arrays of (msg_id, peer) in the order wanted (null
     or empty: none). Output: the raw-row contract; the label stays on the first
     row's event, the recorded clock on the last event (the logged one's state).
     """
+    if RECORDED_VC not in events.columns:
+        events = events.withColumn(RECORDED_VC, F.lit(None).cast(CLOCK_TYPE))
     receives = F.coalesce(F.col(RECEIVES), F.array().cast(MESSAGE_ENDS))
     sends = F.coalesce(F.col(SENDS), F.array().cast(MESSAGE_ENDS))
     n_recv = F.size(receives)
