@@ -3,19 +3,31 @@
 The registry is explicit: `READERS` maps a reader's name to it. A reader has
 the extensions it claims, a `sniff` that recognises its files by their first
 bytes (for `--format auto` where the extension does not decide), and `read`.
+
+Our own row format has four readers (`events`: JSON lines, CSV, Parquet, Delta).
+The logs other tools record (DESIGN §1b: ShiViz/GoVector, DistributedClocks
+tracing, Zipkin, Jaeger, OpenTelemetry) have one module each; `NativeReader`
+puts each behind the same contract (their rows name a file by its path, ours by
+its id). See docs/formats.md.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from causal_spark import columns as C
 from causal_spark.config import IngestSettings
-from causal_spark.io.readers import events
-from causal_spark.io.sources import InputError, InputFile
+from causal_spark.io.readers import base as native
+from causal_spark.io.readers import dctracing, events, jaeger, otlp, shiviz, zipkin
+from causal_spark.io.sources import FILE_ID, RAW_SCHEMA, SUB, InputError, InputFile
 
 SNIFF_BYTES = 4096
 
@@ -35,9 +47,56 @@ class Reader(Protocol):
     ) -> DataFrame: ...
 
 
-READERS: dict[str, Reader] = {
-    reader.name: reader for reader in (events.JSONL, events.CSV, events.PARQUET, events.DELTA)
-}
+# a record of a native reader is (line, record); ours is (line, sub): records after
+# the first on one line (OTLP JSON lines) move their events' `sub` past this stride
+RECORD_STRIDE = 1 << 20
+
+
+@dataclass(frozen=True)
+class NativeReader:
+    """A reader of another tool's log format behind the ingest contract."""
+
+    inner: native.Reader
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def extensions(self, settings: IngestSettings) -> tuple[str, ...]:
+        return self.inner.extensions
+
+    def sniff(self, head: bytes) -> bool:
+        return bool(self.inner.sniff(head))
+
+    def read(self, spark: SparkSession, files: Sequence[InputFile], options: object) -> DataFrame:
+        given = options if isinstance(options, native.ReaderOptions) else native.ReaderOptions()
+        rows = self.inner.read(spark, [f.path for f in files], given)
+        ids = spark.createDataFrame(
+            [(os.path.abspath(f.path), f.file_id) for f in files],
+            T.StructType(
+                [
+                    T.StructField("__cs_source", T.StringType(), False),
+                    T.StructField(FILE_ID, T.IntegerType(), False),
+                ]
+            ),
+        )
+        record = F.coalesce(F.col(native.RECORD), F.lit(1))
+        sub = F.coalesce(F.col(native.SUB), F.lit(0)) + (record - 1) * RECORD_STRIDE
+        joined = rows.join(F.broadcast(ids), rows[C.SOURCE] == ids["__cs_source"])
+        return joined.select(
+            *[
+                (sub if f.name == SUB else F.col(f.name)).cast(f.dataType).alias(f.name)
+                for f in RAW_SCHEMA.fields
+            ]
+        )
+
+
+OURS: tuple[Reader, ...] = (events.JSONL, events.CSV, events.PARQUET, events.DELTA)
+# natives first: their sniffers look for their own signatures, ours for any object
+NATIVE: tuple[Reader, ...] = tuple(
+    NativeReader(module.READER) for module in (otlp, jaeger, zipkin, dctracing, shiviz)
+)
+READERS: dict[str, Reader] = {reader.name: reader for reader in (*NATIVE, *OURS)}
 
 
 def reader_named(name: str) -> Reader:
@@ -60,11 +119,13 @@ def _extension_of(file: Path) -> str:
 
 def choose_reader(file: Path, settings: IngestSettings, sniff: bool = True) -> str | None:
     """The reader of `file`: the one claiming its extension whose sniff accepts its head,
-    else the first that claims the extension, else any whose sniff accepts it; None if none."""
+    else our own reader of that extension (else the first claiming it), else any whose
+    sniff accepts it; None if none."""
     extension = _extension_of(file)
     claiming = [r for r in READERS.values() if extension in r.extensions(settings)]
+    ours = [r for r in claiming if r in OURS]
     if not sniff:
-        return claiming[0].name if claiming else None
+        return (ours or claiming)[0].name if claiming else None
     try:
         with open(file, "rb") as fh:
             head = fh.read(SNIFF_BYTES)
@@ -77,12 +138,12 @@ def choose_reader(file: Path, settings: IngestSettings, sniff: bool = True) -> s
             except (OSError, EOFError, zlib.error):
                 head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head)
     except OSError:
-        return claiming[0].name if claiming else None
+        return (ours or claiming)[0].name if claiming else None
     for reader in claiming:
         if reader.sniff(head):
             return reader.name
     if claiming:
-        return claiming[0].name
+        return (ours or claiming)[0].name
     for reader in READERS.values():
         if reader.sniff(head):
             return reader.name

@@ -1,0 +1,190 @@
+"""Recorded vector clocks (ShiViz, DistributedClocks tracing): parsing and the checks.
+
+A log that records vector clocks names each event by its host's own clock entry.
+DESIGN §1b: the own entry must start at 1 and rise by exactly 1 per event of the
+host; a record that breaks this, whose clock is not JSON, or whose clock names an
+unknown host or a count beyond that host's events is rejected `bad_clock`.
+
+As ShiViz does, a host's records are taken in the order of their own entries
+(real logs interleave them: ShiViz's chord.log has a host's events 26 and 25 in
+that file order). A record whose clock is unreadable (not a JSON object of
+host -> count, or without an entry >= 1 for its own host) is an event of the
+host whose number is unknown: each such record may explain one gap. So, per
+host, with U its unreadable records and the readable ones sorted by own entry
+(then file order):
+
+- a record whose own entry equals the previous one's is a second copy of one
+  event (`bad_clock`, "repeats");
+- the r-th distinct own entry v is accepted when v - r <= U (it starts at 1 and
+  rises by 1, but for gaps that unreadable records account for); otherwise it
+  jumps (`bad_clock`). A lost record (a real jump) thus leaves every later
+  event of its host rejected: the log no longer says which event they are;
+- the host has max(r) + U events; another host's clock that names a later event
+  of it, or names a host with no record, is `bad_clock`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from causal_spark.io.readers.base import CLOCK_TYPE
+
+CLOCK = "__rd_clock"
+OWN = "__rd_own"
+CLOCK_ERROR = "__rd_clock_error"
+
+_COUNTS = "__rd_host_counts"
+_READABLE = "__rd_readable"
+_UNREADABLE = "__rd_unreadable"
+_REPEAT = "__rd_repeat"
+_REPEATED_LINE = "__rd_repeated_line"
+_RANK = "__rd_rank"
+
+
+def _as_counts(text: Column) -> Column:
+    """A JSON object of host -> non-negative integer, as map<string,bigint>, else null."""
+    as_strings = F.try_variant_get(F.try_parse_json(text), "$", "map<string,string>")
+    counts = F.transform_values(as_strings, lambda _, v: v.try_cast("long"))
+    well_formed = F.forall(
+        F.map_values(as_strings), lambda v: F.coalesce(v.rlike(r"^[0-9]+$"), F.lit(False))
+    ) & F.forall(F.map_values(counts), lambda v: v.isNotNull())
+    return F.when(well_formed, counts).cast(CLOCK_TYPE)
+
+
+def parse_clock(text: Column) -> Column:
+    """The recorded clock as map<string,bigint>, or null when it is not a JSON object
+    of host -> count. Escaped quotes (`{\\"a\\":1}`, as TLA+ writes) are accepted,
+    as ShiViz does: tried when the text as written does not parse."""
+    return F.coalesce(_as_counts(text), _as_counts(F.regexp_replace(text, r'\\"', '"')))
+
+
+def check_clocks(
+    records: DataFrame,
+    trace_key: Sequence[str],
+    host: str,
+    order: Sequence[str],
+    clock_text: str,
+) -> DataFrame:
+    """Add `CLOCK` (the parsed clock), `OWN` (its own entry) and `CLOCK_ERROR` (why the
+    record is `bad_clock`, else null) to records of one host each.
+
+    `trace_key`: the columns naming one execution (the clocks of different
+    executions are unrelated); `order`: the columns of file order within it.
+    Records whose `host` is null are not events of any host and are left alone."""
+    key = [*trace_key, host]
+    clock = parse_clock(F.col(clock_text))
+    own = F.try_element_at(clock, F.col(host))
+    readable = clock.isNotNull() & own.isNotNull() & (own >= 1)
+    with_own = records.select(
+        "*",
+        clock.alias(CLOCK),
+        own.alias(OWN),
+        F.coalesce(readable, F.lit(False)).alias(_READABLE),
+    )
+    host_rows = Window.partitionBy(*key)
+    by_entry = Window.partitionBy(*key, _READABLE).orderBy(OWN, *order)
+    previous_line = F.lag(F.col(order[0])).over(by_entry)
+    repeat = F.col(_READABLE) & (F.col(OWN) == F.lag(OWN).over(by_entry))
+    counted = (
+        with_own.withColumn(_UNREADABLE, F.sum((~F.col(_READABLE)).cast("int")).over(host_rows))
+        .withColumn(_REPEAT, F.coalesce(repeat, F.lit(False)))
+        .withColumn(_REPEATED_LINE, F.when(F.col(_REPEAT), previous_line))
+        .withColumn(
+            _RANK,
+            F.sum(F.when(F.col(_READABLE) & ~F.col(_REPEAT), 1).otherwise(0)).over(
+                by_entry.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+            ),
+        )
+    )
+    counts = (
+        counted.where(F.col(host).isNotNull())
+        .groupBy(*key)
+        .agg(
+            (F.max(F.when(F.col(_READABLE), F.col(_RANK)).otherwise(0)) + F.max(_UNREADABLE)).alias(
+                "__rd_n"
+            )
+        )
+        .groupBy(*trace_key)
+        .agg(
+            F.map_from_entries(F.collect_list(F.struct(F.col(host), F.col("__rd_n")))).alias(
+                _COUNTS
+            )
+        )
+    )
+    joined = counted.join(counts, list(trace_key), "left")
+    hosts = F.col(_COUNTS)
+    clock_col = F.col(CLOCK)
+    unknown = F.filter(
+        F.map_keys(clock_col),
+        lambda q: (F.try_element_at(clock_col, q) > 0) & ~F.map_contains_key(hosts, q),
+    )
+    beyond = F.filter(
+        F.map_keys(clock_col),
+        lambda q: F.try_element_at(clock_col, q) > F.try_element_at(hosts, q),
+    )
+    beyond_text = F.array_join(
+        F.transform(
+            beyond,
+            lambda q: F.format_string(
+                "event %d of host '%s', which has %d events",
+                F.try_element_at(clock_col, q),
+                q,
+                F.try_element_at(hosts, q),
+            ),
+        ),
+        "; ",
+    )
+    rank = F.col(_RANK)
+    error = (
+        F.when(
+            clock_col.isNull(),
+            F.format_string("clock %s is not a JSON object of host -> count", F.col(clock_text)),
+        )
+        .when(
+            ~F.col(_READABLE),
+            F.format_string("the clock has no entry >= 1 for its own host '%s'", F.col(host)),
+        )
+        .when(
+            F.col(_REPEAT),
+            F.format_string(
+                "own entry %d of host '%s' repeats the record at line %d",
+                F.col(OWN),
+                F.col(host),
+                F.col(_REPEATED_LINE),
+            ),
+        )
+        .when(
+            (F.col(OWN) - rank > F.col(_UNREADABLE)) & (rank == 1),
+            F.format_string(
+                "the first event of host '%s' has own entry %d; it must start at 1",
+                F.col(host),
+                F.col(OWN),
+            ),
+        )
+        .when(
+            F.col(OWN) - rank > F.col(_UNREADABLE),
+            F.format_string(
+                "the own entry of host '%s' jumps to %d at its event %d (it must rise by 1)",
+                F.col(host),
+                F.col(OWN),
+                rank + F.col(_UNREADABLE),
+            ),
+        )
+        .when(
+            F.size(unknown) > 0,
+            F.format_string(
+                "the clock names host(s) with no event in this log: %s",
+                F.array_join(F.array_sort(unknown), ", "),
+            ),
+        )
+        .when(F.size(beyond) > 0, F.concat(F.lit("the clock names "), beyond_text))
+    )
+    return joined.select(
+        *records.columns,
+        CLOCK,
+        OWN,
+        F.when(F.col(host).isNotNull(), error).alias(CLOCK_ERROR),
+    )
