@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from causal_spark import tables
 from causal_spark.anomalies import ORDER_CLASSES
+from causal_spark.anomalies.explain import Findings, UnknownMessageError, explain_message
 from causal_spark.app.runs import RunRecord, Stage, run_job
 from causal_spark.app.session import build_session
 from causal_spark.app.stages import (
@@ -23,7 +24,6 @@ from causal_spark.app.stages import (
     replay_stage,
 )
 from causal_spark.config import Config, ConfigError, load_config
-from causal_spark.explain import Findings, UnknownMessageError, explain_message
 from causal_spark.generate import (
     GeneratorError,
     GeneratorSpec,
