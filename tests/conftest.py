@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +64,54 @@ def read_delta(path: str | os.PathLike[str]) -> pa.Table:
     """
     local = pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem())
     return DeltaTable(str(path)).to_pyarrow_table(filesystem=local)
+
+
+def _copy_warehouse(source: Path, target: Path) -> Path:
+    import shutil
+
+    shutil.copytree(source, target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def detected_samples(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`data-samples/` ingested, clocked and detected under one run (no replay: nothing to compile).
+
+    Shared by the whole session: tests read it; a test that writes copies it first
+    (`writable_copy`)."""
+    from causal_spark.app.runs import run_job
+    from causal_spark.app.stages import clocks_stage, detect_stage, ingest_stage
+    from causal_spark.sinks import Warehouse
+
+    config = load_config(ROOT / "conf" / "test.yml")
+    warehouse = tmp_path_factory.mktemp("detected") / "warehouse"
+    run_job(
+        "audit",
+        [ingest_stage(["data-samples"]), clocks_stage(), detect_stage()],
+        spark=spark,
+        config=config,
+        warehouse=Warehouse(spark, warehouse, config.sink.format),
+    )
+    return warehouse
+
+
+@pytest.fixture(scope="session")
+def audited_samples(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`data-samples/` through the whole `audit` (every stage, every protocol), once per session.
+
+    Compiles the replay loop of every protocol the first time on a machine (Numba's cache
+    keeps it): only tests of replay, compare and the whole job should ask for it."""
+    from causal_spark.app.cli import run
+
+    warehouse = tmp_path_factory.mktemp("audited") / "warehouse"
+    run(
+        ["audit", "data-samples", "--warehouse", str(warehouse), "--conf", "conf/test.yml"],
+        session=spark,
+    )
+    return warehouse
+
+
+@pytest.fixture
+def writable_copy(tmp_path: Path) -> Callable[[Path], Path]:
+    """A private copy of a shared warehouse, for tests that run a job on it."""
+    return lambda warehouse: _copy_warehouse(warehouse, tmp_path / "copy")

@@ -9,6 +9,7 @@ search over events, crown components from the strongly connected components
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from causal_spark.anomalies import crown_kernel as CK
 from causal_spark.anomalies import kernel as K
 from causal_spark.app.cli import main, run
 from causal_spark.clocks import trace_clock_status, with_clocks
-from causal_spark.config import ClockSettings, Config
+from causal_spark.config import ClockSettings
 from tests.conftest import read_delta
 from tests.random_traces import Trace, brute_clocks, frames, random_trace
 from tests.reference_order import (
@@ -253,14 +254,9 @@ def test_a_spent_budget_keeps_valid_witnesses_and_says_they_may_not_be_shortest(
 # Spark: the worked traces, through the audit job into Delta tables
 
 
-@pytest.fixture(scope="module")
-def audited(spark: SparkSession, config: Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    warehouse = tmp_path_factory.mktemp("detect") / "warehouse"
-    run(
-        ["audit", "data-samples", "--warehouse", str(warehouse), "--conf", "conf/test.yml"],
-        session=spark,
-    )
-    return warehouse
+@pytest.fixture
+def audited(detected_samples: Path) -> Path:
+    return detected_samples
 
 
 def test_worked_traces_get_the_expected_verdicts(
@@ -470,7 +466,10 @@ def test_tables_do_not_depend_on_partitioning(
         spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
-def test_detect_command_rewrites_the_anomaly_tables(spark: SparkSession, audited: Path) -> None:
+def test_detect_command_rewrites_the_anomaly_tables(
+    spark: SparkSession, detected_samples: Path, writable_copy: Callable[[Path], Path]
+) -> None:
+    audited = writable_copy(detected_samples)
     before = read_delta(audited / "violations").to_pylist()
     record = run(["detect", "--warehouse", str(audited), "--conf", "conf/test.yml"], session=spark)
     assert record.counts["violations"] == len(before)

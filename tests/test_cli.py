@@ -107,3 +107,62 @@ def test_unknown_option_is_rejected(tmp_path: Path) -> None:
     done = _run([str(BIN / "causal-spark"), "ingest", "data-samples", "--warehous", str(tmp_path)])
     assert done.returncode == 2
     assert "--warehouse" in done.stderr
+
+
+def test_version_is_printed() -> None:
+    done = _run([str(BIN / "causal-spark"), "--version"])
+    assert done.returncode == 0, done.stderr
+    from causal_spark import __version__
+
+    assert done.stdout.strip() == f"causal-spark {__version__}"
+
+
+GENERATE_ARGS = ["--processes", "4", "--events", "100", "--traces", "2", "--seed", "5"]
+
+
+def _ingest_generated(out: Path, warehouse: Path) -> subprocess.CompletedProcess[str]:
+    return _run(
+        [str(BIN / "causal-spark"), "ingest", str(out), "--warehouse", str(warehouse),
+         "--conf", "conf/test.yml"]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_generate_is_a_sub_command_whose_traces_ingest_cleanly(tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / "gen"
+    done = _run(
+        [str(BIN / "causal-spark"), "generate", "--out", str(out), *GENERATE_ARGS,
+         "--format", fmt, "--conf", "conf/test.yml"]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "wrote 2 trace(s) x 100 events (4 processes" in done.stdout
+    ingested = _ingest_generated(out, tmp_path / "warehouse")
+    assert ingested.returncode == 0, ingested.stderr[-3000:]
+    # 2 traces x 100 events, every row analysed and none quarantined
+    assert " 0 quarantined" in ingested.stdout
+    read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(tmp_path / "warehouse"),
+                 "events", "quarantine"])  # fmt: skip
+    assert read.stdout.split() == ["200", "0"]
+
+
+@pytest.mark.slow
+def test_spark_submit_generate_takes_the_same_arguments(tmp_path: Path) -> None:
+    out = tmp_path / "gen"
+    done = _run(
+        [str(BIN / "spark-submit"), "--master", "local[2]", "jobs/generate.py",
+         "--out", str(out), *GENERATE_ARGS, "--conf", "conf/test.yml"]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "wrote 2 trace(s)" in done.stdout
+    ingested = _ingest_generated(out, tmp_path / "warehouse")
+    assert ingested.returncode == 0, ingested.stderr[-3000:]
+    assert " 0 quarantined" in ingested.stdout
+
+
+def test_bad_generator_option_is_a_usage_error(tmp_path: Path) -> None:
+    done = _run(
+        [str(BIN / "causal-spark"), "generate", "--out", str(tmp_path / "g"), "--processes", "1",
+         "--events", "10"]
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "causal-spark: error: --processes must be at least 2" in done.stderr

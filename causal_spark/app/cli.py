@@ -11,8 +11,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from causal_spark import tables
-from causal_spark.anomalies import ORDER_CLASSES
+from causal_spark import __version__, tables
 from causal_spark.anomalies.explain import Findings, UnknownMessageError, explain_message
 from causal_spark.app.runs import RunRecord, Stage, run_job
 from causal_spark.app.session import build_session
@@ -25,6 +24,7 @@ from causal_spark.app.stages import (
 )
 from causal_spark.config import Config, ConfigError, load_config
 from causal_spark.generate import (
+    TOPOLOGIES,
     GeneratorError,
     GeneratorSpec,
     Latency,
@@ -38,8 +38,32 @@ from causal_spark.sources import InputError
 
 log = logging.getLogger("causal_spark")
 
-# the stages `audit` runs, in order, after ingest
-AUDIT_STAGES: tuple[str, ...] = ("ingest", "clocks", "detect", "replay", "compare")
+# a sub-command's handler: parsed arguments (and a session, for tests) -> exit code
+Handler = Callable[[argparse.Namespace, SparkSession | None], int]
+
+
+def _common(p: argparse.ArgumentParser, warehouse: bool = True) -> None:
+    if warehouse:
+        p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
+    p.add_argument(
+        "--conf",
+        default=None,
+        help="YAML profile (default: the embedded local profile, conf/local.yml)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress")
+
+
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    text: str,
+    handler: Handler,
+    warehouse: bool = True,
+) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=text, description=text, allow_abbrev=False)
+    _common(p, warehouse)
+    p.set_defaults(handler=handler, command=name)
+    return p
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,58 +72,106 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Audit recorded distributed-system message logs into Delta tables.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--warehouse", required=True, help="folder of the Delta tables")
-        p.add_argument(
-            "--conf",
-            default=None,
-            help="YAML profile (default: the embedded local profile, conf/local.yml)",
-        )
-        p.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     for name, text in (
         ("ingest", "read message logs into events, messages and quarantine"),
         ("audit", "the main job: ingest, then every analysis stage, under one run id"),
     ):
-        p = sub.add_parser(name, help=text, description=text, allow_abbrev=False)
+        p = _command(sub, name, text, _run_stages)
         p.add_argument(
             "inputs", nargs="+", help="files or folders (.jsonl, .csv, .parquet) or Delta tables"
         )
-        common(p)
         if name == "audit":
             p.add_argument("--matrix", action="store_true", help="also write matrix_clocks")
             _replay_options(p)
-    text = "add Lamport and vector clocks to events; write trace_clocks (and matrix_clocks)"
-    p = sub.add_parser("clocks", help=text, description=text, allow_abbrev=False)
-    common(p)
+    p = _command(
+        sub,
+        "clocks",
+        "add Lamport and vector clocks to events; write trace_clocks (and matrix_clocks)",
+        _run_stages,
+    )
     p.add_argument(
         "--matrix",
         action="store_true",
         help="also write matrix_clocks (sparse matrix clocks; conf clocks.matrix does the same)",
     )
-    text = "find FIFO and causal-order violations and crowns; write trace_summary"
-    p = sub.add_parser("detect", help=text, description=text, allow_abbrev=False)
-    common(p)
-    text = "replay every trace under delivery protocols; write protocol_runs and deliveries"
-    p = sub.add_parser("replay", help=text, description=text, allow_abbrev=False)
-    common(p)
+    _command(
+        sub,
+        "detect",
+        "find FIFO and causal-order violations and crowns; write trace_summary",
+        _run_stages,
+    )
+    p = _command(
+        sub,
+        "replay",
+        "replay every trace under delivery protocols; write protocol_runs and deliveries",
+        _run_stages,
+    )
     _replay_options(p)
-    text = "compare protocols' overhead across traces; write and print protocol_comparison"
-    p = sub.add_parser("compare", help=text, description=text, allow_abbrev=False)
-    common(p)
+    p = _command(
+        sub,
+        "compare",
+        "compare protocols' overhead across traces; write and print protocol_comparison",
+        _run_stages,
+    )
     p.add_argument(
         "--plots",
         default=None,
         help="folder for PNG plots of overhead against processes and latency variance",
     )
-    text = "explain in words the violations and crowns a message takes part in"
-    p = sub.add_parser("explain", help=text, description=text, allow_abbrev=False)
-    common(p)
+    p = _command(
+        sub,
+        "explain",
+        "explain in words the violations and crowns a message takes part in",
+        _explain,
+    )
     p.add_argument("--trace", required=True, help="trace_id")
     p.add_argument("--msg", required=True, help="msg_id")
+    p = _command(
+        sub,
+        "generate",
+        "write synthetic message logs (Poisson sends, random latencies) to a folder",
+        _generate,
+        warehouse=False,
+    )
+    _generate_options(p)
     return parser
+
+
+def _generate_options(p: argparse.ArgumentParser) -> None:
+    defaults = GeneratorSpec(processes=2, events=2)
+    p.add_argument("--out", required=True, help="output folder (replaced if it exists)")
+    p.add_argument("--processes", type=int, required=True, help="processes per trace (>= 2)")
+    p.add_argument(
+        "--events", type=int, required=True, help="events per trace (a multicast send is one)"
+    )
+    p.add_argument("--traces", type=int, default=defaults.traces, help="number of traces")
+    p.add_argument(
+        "--topology",
+        choices=TOPOLOGIES,
+        default=defaults.topology,
+        help="who sends to whom (broadcast: every send goes to all other processes)",
+    )
+    p.add_argument(
+        "--internal-prob",
+        type=float,
+        default=defaults.internal_prob,
+        help="probability that a spontaneous event is internal rather than a send",
+    )
+    p.add_argument(
+        "--latency",
+        default="lognormal:0,1",
+        help="latency distribution: const:X, uniform:A,B or lognormal:MU,SIGMA (seconds)",
+    )
+    p.add_argument(
+        "--loss", type=float, default=defaults.loss, help="probability that a message is lost"
+    )
+    p.add_argument("--seed", type=int, default=defaults.seed, help="random seed")
+    p.add_argument(
+        "--format", choices=("parquet", "jsonl"), default="parquet", help="output file format"
+    )
 
 
 def _replay_options(p: argparse.ArgumentParser) -> None:
@@ -142,7 +214,8 @@ def replay_request(args: argparse.Namespace, config: Config) -> ReplayRequest:
     ).validate()
 
 
-def _stages(command: str, args: argparse.Namespace, config: Config) -> list[Stage]:
+def _stages(args: argparse.Namespace, config: Config) -> list[Stage]:
+    command = args.command
     if command == "ingest":
         return [ingest_stage(args.inputs)]
     if command == "audit":
@@ -171,33 +244,19 @@ def _report(record: RunRecord, out: Callable[[str], None]) -> None:
     )
     out(f"{'table':<20}{'rows':>12}{'version':>10}")
     for table, version in record.table_versions.items():
-        rows = record.counts.get(table, 1 if table == tables.RUNS else 0)
+        rows = record.stages.rows.get(table, 1 if table == tables.RUNS else 0)
         out(f"{table:<20}{rows:>12}{version:>10}")
-    counts = record.counts
-    if "rows_read" in counts:
-        out(
-            f"rows read {counts['rows_read']}: {counts['internal_events']} internal, "
-            f"{counts['send_rows']} send, {counts['receive_rows']} receive, "
-            f"{counts[tables.QUARANTINE]} quarantined; messages in flight "
-            f"{counts['in_flight']}, orphan receives {counts['orphan']}"
-        )
-    if "traces" in counts:
-        out(
-            f"clocks: {counts['traces']} trace(s), {counts['invalid_traces']} INVALID "
-            f"(causal cycle); {counts['clock_passes']} clock pass(es), "
-            f"{counts['component_rounds']} component round(s)"
-        )
-    if "class_RSC" in counts:
-        classes = ", ".join(f"{name} {counts[f'class_{name}']}" for name in ORDER_CLASSES)
-        out(
-            f"detect: {counts[tables.VIOLATIONS]} violation row(s), "
-            f"{counts[tables.CROWNS]} crown component(s); traces by order class: {classes}"
-        )
-    replayed = {k[len("replay_"):]: v for k, v in counts.items() if k.startswith("replay_")}
-    if replayed:
-        unverified = replayed.pop("unverified", 0)
-        statuses = ", ".join(f"{status} {n}" for status, n in sorted(replayed.items()))
-        out(f"replay: runs by status: {statuses}; verification failed: {unverified}")
+    for line in record.stages.lines():
+        out(line)
+
+
+def _session(args: argparse.Namespace, session: SparkSession | None) -> SparkSession:
+    return session or build_session(load_config(args.conf).spark)
+
+
+def _generate(args: argparse.Namespace, session: SparkSession | None = None) -> int:
+    print(generate(args, session))
+    return 0
 
 
 def generate(args: argparse.Namespace, session: SparkSession | None = None) -> str:
@@ -212,8 +271,7 @@ def generate(args: argparse.Namespace, session: SparkSession | None = None) -> s
         traces=args.traces,
         seed=args.seed,
     ).validate()
-    config = load_config(args.conf)
-    spark = session or build_session(config.spark)
+    spark = _session(args, session)
     began = time.monotonic()
     write_generated(generate_traces(spark, spec), args.out, args.format, spec)
     return (
@@ -221,6 +279,11 @@ def generate(args: argparse.Namespace, session: SparkSession | None = None) -> s
         f"{spec.topology}, latency {args.latency}, loss {spec.loss}) to {args.out} "
         f"as {args.format} in {time.monotonic() - began:.1f} s"
     )
+
+
+def _explain(args: argparse.Namespace, session: SparkSession | None = None) -> int:
+    print(explain(args, session))
+    return 0
 
 
 def explain(args: argparse.Namespace, session: SparkSession | None = None) -> str:
@@ -254,11 +317,19 @@ def comparison_report(args: argparse.Namespace, session: SparkSession | None = N
     return text
 
 
-def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
-    """Parse `argv`, run the job and return its record (raises on failure)."""
-    args = _parser().parse_args(list(argv))
+def _run_stages(args: argparse.Namespace, session: SparkSession | None = None) -> int:
+    """A job of stages (ingest, audit, clocks, detect, replay, compare): run, commit, report."""
+    record = run_job_of(args, session)
+    _report(record, print)
+    if args.command in ("compare", "audit"):
+        print(comparison_report(args, session))
+    return 0
+
+
+def run_job_of(args: argparse.Namespace, session: SparkSession | None = None) -> RunRecord:
+    """Run the job of a parsed stage command and return its record (raises on failure)."""
     config: Config = load_config(args.conf)
-    stages = _stages(args.command, args, config)  # bad options fail before Spark starts
+    stages = _stages(args, config)  # bad options fail before Spark starts
     for given in getattr(args, "inputs", []):
         if not Path(given).exists():  # fail before paying for a Spark session
             raise InputError(f"input path {given} does not exist")
@@ -267,34 +338,37 @@ def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
     return run_job(args.command, stages, spark=spark, config=config, warehouse=warehouse)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
+def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
+    """Parse `argv` (a stage command), run the job and return its record (raises on failure)."""
+    args = _parser().parse_args(list(argv))
+    if args.handler is not _run_stages:
+        raise ValueError(f"'{args.command}' is not a job of stages")
+    return run_job_of(args, session)
+
+
+# errors that are the user's to fix: a message and exit code 2, no traceback
+USER_ERRORS: tuple[type[Exception], ...] = (
+    ConfigError,
+    InputError,
+    WarehouseError,
+    GeneratorError,
+    UnknownMessageError,
+    ReplayRequestError,
+)
+
+
+def main(argv: Sequence[str] | None = None, session: SparkSession | None = None) -> int:
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
-        level=logging.INFO if ("-v" in arguments or "--verbose" in arguments) else logging.WARNING,
+        level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    handler: Handler = args.handler
     try:
-        if arguments[:1] == ["generate"]:
-            print(generate(_parser().parse_args(arguments)))
-            return 0
-        if arguments[:1] == ["explain"]:
-            print(explain(_parser().parse_args(arguments)))
-            return 0
-        record = run(arguments)
-        _report(record, print)
-        if arguments[:1] in (["compare"], ["audit"]):
-            print(comparison_report(_parser().parse_args(arguments)))
-    except (
-        ConfigError,
-        InputError,
-        WarehouseError,
-        GeneratorError,
-        UnknownMessageError,
-        ReplayRequestError,
-    ) as e:
+        return handler(args, session)
+    except USER_ERRORS as e:
         print(f"causal-spark: error: {e}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

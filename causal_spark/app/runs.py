@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from causal_spark import tables
+from causal_spark.app.counts import RunCounts
 from causal_spark.config import Config
 from causal_spark.sinks import FileWriter, RunTransaction, Warehouse
 from causal_spark.sources import InputSet
@@ -31,7 +32,7 @@ class StageContext:
     warehouse: Warehouse
     txn: RunTransaction
     inputs: list[InputSet] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: RunCounts = field(default_factory=RunCounts)
     outputs: dict[str, DataFrame] = field(default_factory=dict)
 
     def table(self, name: str) -> DataFrame:
@@ -49,7 +50,7 @@ class StageContext:
 
     def _record(self, name: str, staged: DataFrame) -> DataFrame:
         self.outputs[name] = staged
-        self.counts[name] = self.txn.staged_rows(name)
+        self.counts.rows[name] = self.txn.staged_rows(name)
         return staged
 
 
@@ -63,7 +64,12 @@ class RunRecord:
     start: datetime
     end: datetime
     table_versions: dict[str, int]
-    counts: dict[str, int]
+    stages: RunCounts
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The `runs.counts` map of this run: rows per table and every stage's counts."""
+        return self.stages.flat()
 
 
 def new_run_id(now: datetime) -> str:
@@ -101,7 +107,7 @@ def run_job(
             mode="append",
         )
         versions = txn.commit()
-    return RunRecord(run_id, command, start, end, versions, dict(context.counts))
+    return RunRecord(run_id, command, start, end, versions, context.counts)
 
 
 def _run_row(
@@ -130,5 +136,5 @@ def _run_row(
         inputs=inputs,
         config=context.config.to_json(),
         table_versions=dict(versions),
-        counts=dict(context.counts),
+        counts=context.counts.flat(),
     )

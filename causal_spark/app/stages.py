@@ -19,6 +19,12 @@ from causal_spark.anomalies import (
     find_violations,
     summarize_traces,
 )
+from causal_spark.app.counts import (
+    ClockCounts,
+    DetectCounts,
+    IngestCounts,
+    ReplayCounts,
+)
 from causal_spark.app.runs import Stage, StageContext
 from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_clocks
 from causal_spark.clocks.matrix import with_matrix_clocks
@@ -42,10 +48,6 @@ def _timed(step: str) -> Iterator[None]:
     log.info("%s: %.1f s", step, time.perf_counter() - began)
 
 
-class AccountingError(RuntimeError):
-    """Input rows were neither analysed nor quarantined (a bug: the run is not committed)."""
-
-
 def ingest_stage(paths: Sequence[str]) -> Stage:
     """Read the inputs and stage `events`, `messages` and `quarantine`."""
 
@@ -53,13 +55,14 @@ def ingest_stage(paths: Sequence[str]) -> Stage:
         inputs = discover_inputs(paths, context.config.ingest)
         context.inputs.extend(inputs)
         rows = classify_rows(read_raw_rows(context.spark, inputs)).localCheckpoint()
-        context.counts["rows_read"] = rows.count()
+        rows_read = rows.count()
         ingested = build_tables(rows)
         events = context.stage(tables.EVENTS, ingested.events)
         messages = context.stage(tables.MESSAGES, ingested.messages)
         context.stage(tables.QUARANTINE, ingested.quarantine)
-        context.counts.update(_accounting(events, messages))
-        require_accounted(context.counts)
+        counts = _accounting(rows_read, events, messages, context.counts.rows[tables.QUARANTINE])
+        counts.require_accounted()
+        context.counts.ingest = counts
 
     return run
 
@@ -81,10 +84,12 @@ def clocks_stage(matrix: bool = False) -> Stage:
             context.stage(tables.MATRIX_CLOCKS, with_matrix_clocks(clocked, messages))
         per_status = status.groupBy("status").count().collect()
         by_status = {row["status"]: int(row["count"]) for row in per_status}
-        context.counts["traces"] = sum(by_status.values())
-        context.counts["invalid_traces"] = by_status.get(CLOCK_STATUS_INVALID, 0)
-        context.counts["component_rounds"] = result.component_rounds
-        context.counts["clock_passes"] = result.clock_passes
+        context.counts.clocks = ClockCounts(
+            traces=sum(by_status.values()),
+            invalid_traces=by_status.get(CLOCK_STATUS_INVALID, 0),
+            clock_passes=result.clock_passes,
+            component_rounds=result.component_rounds,
+        )
 
     return run
 
@@ -115,8 +120,11 @@ def detect_stage() -> Stage:
             )
         per_class = summary.groupBy("order_class").count().collect()
         by_class = {row["order_class"]: int(row["count"]) for row in per_class}
-        for name in ORDER_CLASSES:
-            context.counts[f"class_{name}"] = by_class.get(name, 0)
+        context.counts.detect = DetectCounts(
+            violations=context.counts.rows[tables.VIOLATIONS],
+            crowns=context.counts.rows[tables.CROWNS],
+            by_class={name: by_class.get(name, 0) for name in ORDER_CLASSES},
+        )
 
     return run
 
@@ -144,10 +152,11 @@ def replay_stage(request: ReplayRequest) -> Stage:
             F.count("*").alias("runs"),
             F.count(F.when(F.col("verified") == F.lit(False), True)).alias("unverified"),
         )
-        context.counts["replay_unverified"] = 0
-        for row in per_status.collect():
-            context.counts[f"replay_{row['status']}"] = int(row["runs"])
-            context.counts["replay_unverified"] += int(row["unverified"])
+        rows = per_status.collect()
+        context.counts.replay = ReplayCounts(
+            by_status={row["status"]: int(row["runs"]) for row in rows},
+            unverified=sum(int(row["unverified"]) for row in rows),
+        )
 
     return run
 
@@ -163,7 +172,9 @@ def compare_stage() -> Stage:
     return run
 
 
-def _accounting(events: DataFrame, messages: DataFrame) -> dict[str, int]:
+def _accounting(
+    rows_read: int, events: DataFrame, messages: DataFrame, quarantined: int
+) -> IngestCounts:
     per_kind = events.groupBy(C.KIND).agg(F.count("*").alias("n")).collect()
     by_kind = {row[C.KIND]: row["n"] for row in per_kind}
     ends = messages.agg(
@@ -172,28 +183,14 @@ def _accounting(events: DataFrame, messages: DataFrame) -> dict[str, int]:
         F.sum((F.col(C.STATUS) == C.IN_FLIGHT).cast("long")).alias(C.IN_FLIGHT),
         F.sum((F.col(C.STATUS) == C.ORPHAN).cast("long")).alias(C.ORPHAN),
     ).collect()[0]
-    return {
-        "internal_events": int(by_kind.get(C.INTERNAL, 0)),
-        "send_events": int(by_kind.get(C.SEND, 0)),
-        "receive_events": int(by_kind.get(C.RECEIVE, 0)),
-        "send_rows": int(ends["send_rows"]),
-        "receive_rows": int(ends["receive_rows"]),
-        C.IN_FLIGHT: int(ends[C.IN_FLIGHT] or 0),
-        C.ORPHAN: int(ends[C.ORPHAN] or 0),
-    }
-
-
-def require_accounted(counts: dict[str, int]) -> None:
-    """Every row read is an internal event, a send row, a receive row or quarantined."""
-    accounted = (
-        counts["internal_events"]
-        + counts["send_rows"]
-        + counts["receive_rows"]
-        + counts[tables.QUARANTINE]
+    return IngestCounts(
+        rows_read=rows_read,
+        internal_events=int(by_kind.get(C.INTERNAL, 0)),
+        send_events=int(by_kind.get(C.SEND, 0)),
+        receive_events=int(by_kind.get(C.RECEIVE, 0)),
+        send_rows=int(ends["send_rows"]),
+        receive_rows=int(ends["receive_rows"]),
+        quarantined=quarantined,
+        in_flight=int(ends[C.IN_FLIGHT] or 0),
+        orphan=int(ends[C.ORPHAN] or 0),
     )
-    if accounted != counts["rows_read"] or counts["receive_rows"] != counts["receive_events"]:
-        raise AccountingError(
-            f"read {counts['rows_read']} rows but accounted for {accounted} "
-            f"(internal {counts['internal_events']}, send rows {counts['send_rows']}, "
-            f"receive rows {counts['receive_rows']}, quarantined {counts[tables.QUARANTINE]})"
-        )

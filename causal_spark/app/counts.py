@@ -1,0 +1,142 @@
+"""What each stage of a run counted, as typed records (printed by the CLI, kept in `runs`).
+
+Each stage fills its own record; `RunCounts.flat()` is the `runs.counts` map
+(string keys, one place), and `lines()` the summary the command line prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from causal_spark.anomalies import ORDER_CLASSES
+
+
+class AccountingError(RuntimeError):
+    """Input rows were neither analysed nor quarantined (a bug: the run is not committed)."""
+
+
+@dataclass(frozen=True)
+class IngestCounts:
+    """Every row read is an internal event, a send row, a receive row or quarantined."""
+
+    rows_read: int
+    internal_events: int
+    send_events: int
+    receive_events: int
+    send_rows: int
+    receive_rows: int
+    quarantined: int
+    in_flight: int
+    orphan: int
+
+    def require_accounted(self) -> None:
+        accounted = self.internal_events + self.send_rows + self.receive_rows + self.quarantined
+        if accounted != self.rows_read or self.receive_rows != self.receive_events:
+            raise AccountingError(
+                f"read {self.rows_read} rows but accounted for {accounted} "
+                f"(internal {self.internal_events}, send rows {self.send_rows}, "
+                f"receive rows {self.receive_rows}, quarantined {self.quarantined}; "
+                f"receive events {self.receive_events})"
+            )
+
+    def flat(self) -> dict[str, int]:
+        return {
+            "rows_read": self.rows_read,
+            "internal_events": self.internal_events,
+            "send_events": self.send_events,
+            "receive_events": self.receive_events,
+            "send_rows": self.send_rows,
+            "receive_rows": self.receive_rows,
+            "in_flight": self.in_flight,
+            "orphan": self.orphan,
+        }
+
+    def line(self) -> str:
+        return (
+            f"rows read {self.rows_read}: {self.internal_events} internal, "
+            f"{self.send_rows} send, {self.receive_rows} receive, "
+            f"{self.quarantined} quarantined; messages in flight "
+            f"{self.in_flight}, orphan receives {self.orphan}"
+        )
+
+
+@dataclass(frozen=True)
+class ClockCounts:
+    traces: int
+    invalid_traces: int
+    clock_passes: int
+    component_rounds: int
+
+    def flat(self) -> dict[str, int]:
+        return {
+            "traces": self.traces,
+            "invalid_traces": self.invalid_traces,
+            "clock_passes": self.clock_passes,
+            "component_rounds": self.component_rounds,
+        }
+
+    def line(self) -> str:
+        return (
+            f"clocks: {self.traces} trace(s), {self.invalid_traces} INVALID "
+            f"(causal cycle); {self.clock_passes} clock pass(es), "
+            f"{self.component_rounds} component round(s)"
+        )
+
+
+@dataclass(frozen=True)
+class DetectCounts:
+    violations: int
+    crowns: int
+    by_class: Mapping[str, int]
+
+    def flat(self) -> dict[str, int]:
+        return {f"class_{name}": int(self.by_class.get(name, 0)) for name in ORDER_CLASSES}
+
+    def line(self) -> str:
+        classes = ", ".join(f"{name} {self.by_class.get(name, 0)}" for name in ORDER_CLASSES)
+        return (
+            f"detect: {self.violations} violation row(s), "
+            f"{self.crowns} crown component(s); traces by order class: {classes}"
+        )
+
+
+@dataclass(frozen=True)
+class ReplayCounts:
+    by_status: Mapping[str, int]
+    unverified: int
+
+    def flat(self) -> dict[str, int]:
+        flat = {f"replay_{status}": int(n) for status, n in self.by_status.items()}
+        flat["replay_unverified"] = self.unverified
+        return flat
+
+    def line(self) -> str:
+        statuses = ", ".join(f"{status} {n}" for status, n in sorted(self.by_status.items()))
+        return f"replay: runs by status: {statuses}; verification failed: {self.unverified}"
+
+
+@dataclass
+class RunCounts:
+    """The rows staged per table and each stage's own record (None: the stage did not run)."""
+
+    rows: dict[str, int] = field(default_factory=dict)
+    ingest: IngestCounts | None = None
+    clocks: ClockCounts | None = None
+    detect: DetectCounts | None = None
+    replay: ReplayCounts | None = None
+
+    def flat(self) -> dict[str, int]:
+        """The `runs.counts` map: rows per table, then every stage's counts."""
+        flat = dict(self.rows)
+        for record in (self.ingest, self.clocks, self.detect, self.replay):
+            if record is not None:
+                flat.update(record.flat())
+        return flat
+
+    def lines(self) -> list[str]:
+        return [
+            record.line()
+            for record in (self.ingest, self.clocks, self.detect, self.replay)
+            if record is not None
+        ]
