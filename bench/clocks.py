@@ -19,7 +19,7 @@ built once with Arrow (set-up, not measured). Then, in the same process:
   the engine's kernel (causal order found on the fly) against the reference (a
   Kahn topological sort, then one sweep in that order), both Numba, one core;
   above 2^30 vector entries (10^7 x 256) also `rolling kernel`, the one the
-  engine runs there (rows kept only while needed; `clock_kernel.DENSE_MAX_CELLS`);
+  engine runs there (rows kept only while needed; `clocks.units_kernel.DENSE_MAX_CELLS`);
 - `pure Python`: dicts and lists, for the sizes it finishes in reasonable time.
 
 Times are medians of the repeats (1 above 10^6 events unless --repeats); memory is the peak RSS
@@ -66,7 +66,8 @@ from causal_spark import tables
 from causal_spark.app.runs import run_job
 from causal_spark.app.session import build_session
 from causal_spark.app.stages import clocks_stage
-from causal_spark.clock_kernel import DENSE_MAX_CELLS, Seeds, export_clocks, group_clocks
+from causal_spark.clocks.kernel import Seeds, export_clocks, group_clocks
+from causal_spark.clocks.units_kernel import DENSE_MAX_CELLS
 from causal_spark.config import Config, load_config
 from causal_spark.generate import GeneratorSpec
 from causal_spark.sinks import Warehouse
@@ -514,7 +515,7 @@ def main() -> int:
                    lambda: reference_kernel(loaded["pidx"], loaded["send_row"], loaded["start"],
                                             loaded["n"]), 3, tree=False)  # fmt: skip
             if events * processes > DENSE_MAX_CELLS:
-                # what the engine runs for a unit this large (clock_kernel.units_clocks_at):
+                # what the engine runs for a unit this large (clocks.units_kernel.units_clocks_at):
                 # rows kept only while needed; here every row is wanted, as in one part
                 every = np.arange(len(loaded["pidx"]))
                 rolled = export_clocks(*kernel_args, Seeds.none(loaded["n"]), every)

@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a pack
 from clocks import _generated, _read, build_tables
 from run import measure
 
-from causal_spark import anomaly_kernel as K
+from causal_spark.anomalies import crown_kernel as K
 from causal_spark.anomalies import delivered_messages, find_crowns
 from causal_spark.app.runs import RunRecord, run_job
 from causal_spark.app.session import build_session

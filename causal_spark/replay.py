@@ -25,8 +25,8 @@ from pyspark.sql import types as T
 
 from causal_spark import columns as C
 from causal_spark import tables
+from causal_spark._spark import checkpoint
 from causal_spark.clocks import CLOCK_STATUS_INVALID
-from causal_spark.graphs import checkpoint
 from causal_spark.protocols import PROTOCOLS, ProtocolParamError
 from causal_spark.replay_engine import (
     KIND_CODES,

@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from causal_spark.anomaly_kernel import overtaking
-from causal_spark.clock_kernel import vector_clocks
+from causal_spark.anomalies.kernel import overtaking
+from causal_spark.clocks.kernel import vector_clocks
 
 if TYPE_CHECKING:
     from causal_spark.protocols.base import Protocol

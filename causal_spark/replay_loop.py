@@ -49,8 +49,8 @@ from numba.experimental import structref
 from numba.extending import overload
 from numba.typed import Dict, List
 
-from causal_spark.anomaly_kernel import overtaking
-from causal_spark.clock_kernel import vector_clocks
+from causal_spark.anomalies.kernel import overtaking
+from causal_spark.clocks.kernel import vector_clocks
 from causal_spark.replay_engine import (
     EXTERNAL,
     INTERNAL,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from causal_spark.clock_kernel import vector_clocks
+from causal_spark.clocks.kernel import vector_clocks
 from causal_spark.replay_engine import ReplayTrace, build_trace
 from tests.random_traces import Trace
 

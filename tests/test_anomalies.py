@@ -22,7 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
-from causal_spark import anomaly_kernel as K
 from causal_spark import tables
 from causal_spark.anomalies import (
     ORDER_CLASSES,
@@ -34,6 +33,8 @@ from causal_spark.anomalies import (
     require_valid_crowns,
     summarize_traces,
 )
+from causal_spark.anomalies import crown_kernel as CK
+from causal_spark.anomalies import kernel as K
 from causal_spark.app.cli import main, run
 from causal_spark.clocks import trace_clock_status, with_clocks
 from causal_spark.config import ClockSettings
@@ -126,7 +127,7 @@ def is_chain(chain: list[Message], m: Message, m2: Message) -> bool:
 # kernels without Spark
 
 
-def kernel_findings(trace: Trace, budget: int) -> tuple[dict[str, str], dict[str, str], K.Crowns]:
+def kernel_findings(trace: Trace, budget: int) -> tuple[dict[str, str], dict[str, str], CK.Crowns]:
     clocks = brute_clocks(trace)
     index = {p: i for i, p in enumerate(trace.processes)}
     msgs = trace.delivered()
@@ -145,7 +146,7 @@ def kernel_findings(trace: Trace, budget: int) -> tuple[dict[str, str], dict[str
         )
         causal.update({m.msg_id: rows[c[i]].msg_id for i, m in enumerate(rows) if c[i] >= 0})
         fifo.update({m.msg_id: rows[f[i]].msg_id for i, m in enumerate(rows) if f[i] >= 0})
-    crowns = K.crown_components(
+    crowns = CK.crown_components(
         len(trace.processes),
         [index[m.src] for m in msgs],
         [m.send_lseq for m in msgs],
@@ -223,7 +224,7 @@ def test_kernels_match_the_definitions(
     for _ in range(40 if len(msgs) >= 2 else 0):
         rows = rng.sample(range(len(msgs)), rng.randint(2, min(4, len(msgs))))
         want = is_crown([msgs[r] for r in rows], future)
-        assert K.is_crown(channels, src, send, dst, recv, np.array(rows)) == want, rows
+        assert CK.is_crown(channels, src, send, dst, recv, np.array(rows)) == want, rows
 
 
 def test_a_spent_budget_keeps_valid_witnesses_and_says_they_may_not_be_shortest() -> None:

@@ -20,30 +20,26 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark import tables
-from causal_spark.clock_kernel import (
-    DENSE_MAX_CELLS,
-    ROLLING_MIN_CELLS,
+from causal_spark.clocks import trace_clock_status, with_clocks
+from causal_spark.clocks.components import connected_components
+from causal_spark.clocks.kernel import (
     CausalCycleError,
     GroupShapeError,
     Seeds,
-    _rolling,
     export_clocks,
     group_clocks,
-    units_clocks,
-    units_clocks_at,
     vector_clocks,
 )
-from causal_spark.clocks import (
-    _batch_clocks,
-    _dictionary,
-    _group_keys,
-    _plain,
-    _slab_of,
-    trace_clock_status,
-    with_clocks,
+from causal_spark.clocks.per_trace import _batch_clocks, _dictionary, _group_keys
+from causal_spark.clocks.plan import _plain, _slab_of
+from causal_spark.clocks.units_kernel import (
+    DENSE_MAX_CELLS,
+    ROLLING_MIN_CELLS,
+    _rolling,
+    units_clocks,
+    units_clocks_at,
 )
 from causal_spark.config import ClockSettings
-from causal_spark.graphs import connected_components
 from causal_spark.sinks import FileWriter
 from tests.conftest import SAMPLES
 from tests.helpers import ingest_paths, spark_jobs
@@ -661,7 +657,7 @@ def test_an_lseq_beyond_its_process_fails_the_run(
     )
     writer = FileWriter("events", str(tmp_path / "out"), scratch=str(tmp_path / "scratch"))
     with pytest.raises(Exception, match=r"lseq is outside 1\.\.its process.s event count"):
-        (result.files(writer) if written else result.events).collect()
+        (result.run_and_write(writer) if written else result.events).collect()
 
 
 def _padded_cycle(trace_id: str, pad: int) -> Trace:
@@ -718,7 +714,7 @@ def test_units_clocked_in_place_give_the_cogrouped_rows(
     settings = ClockSettings(engine="per_trace", slab_events=slab_events, output_parts=parts)
     result = with_clocks(events, messages, settings)
     writer = FileWriter("events", str(tmp_path / "out"), scratch=str(tmp_path / "scratch"))
-    written = result.files(writer)
+    written = result.run_and_write(writer)
     assert list((tmp_path / "scratch").glob("clock-links-*/batch=*/part-*.parquet"))
     big = sizes.where(F.col("n") > slab_events)
     assert big.where(F.col("trace_id") == "cycle").count() == 1  # the cycle is in place

@@ -24,17 +24,17 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from causal_spark import anomaly_kernel as K
-from causal_spark import crowns_distributed as D
 from causal_spark.anomalies import (
     MissingClocksError,
     delivered_messages,
     find_crowns,
     invalid_crowns,
 )
+from causal_spark.anomalies import crown_kernel as CK
+from causal_spark.anomalies import slab_kernel as D
 from causal_spark.clocks import trace_clock_status, with_clocks
+from causal_spark.clocks.components import GraphFramesUnavailable, graphframes_available
 from causal_spark.config import ClockSettings, DetectSettings
-from causal_spark.graphs import GraphFramesUnavailable, graphframes_available
 from tests.conftest import read_delta
 from tests.helpers import spark_jobs
 from tests.random_traces import Trace, frames, random_trace
@@ -133,7 +133,7 @@ def test_slab_rounds_give_the_per_trace_components(
         return assignment.setdefault((int(p), int(q)), rng.randrange(slabs))
 
     labels = slab_method_labels(src, send, dst, recv, slab_of)
-    found = K.crown_components(n_procs, src, send, dst, recv, 10**9)
+    found = CK.crown_components(n_procs, src, send, dst, recv, 10**9)
     ours = partition(found.component, found.component >= 0)
     node = (src << D.NODE_SHIFT) + send
     n_nodes = {g: len({int(node[i]) for i in range(len(msgs)) if labels[i] == g}) for g in labels}
@@ -156,7 +156,7 @@ def test_a_component_alone_keeps_its_crowns() -> None:
         index = {p: i for i, p in enumerate(trace.processes)}
         for ids in brute.components:
             part = [m for m in msgs if m.msg_id in ids]
-            found = K.crown_components(
+            found = CK.crown_components(
                 len(index), [index[m.src] for m in part], [m.send_lseq for m in part],
                 [index[m.dst] for m in part], [m.recv_lseq for m in part], 10**9,
             )  # fmt: skip

@@ -9,10 +9,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark.clocks import with_clocks
-from causal_spark.config import ClockSettings
-from causal_spark.graphs import GraphFramesUnavailable, connected_components, graphframes_available
-from causal_spark.matrix import with_matrix_clocks
-from causal_spark.order import (
+from causal_spark.clocks.components import (
+    GraphFramesUnavailable,
+    connected_components,
+    graphframes_available,
+)
+from causal_spark.clocks.matrix import with_matrix_clocks
+from causal_spark.clocks.order import (
     EventNotFound,
     causal_cone,
     causal_future,
@@ -22,6 +25,7 @@ from causal_spark.order import (
     register_sql_functions,
     relation,
 )
+from causal_spark.config import ClockSettings
 from tests.random_traces import Trace, brute_matrix, random_trace
 from tests.reference_order import happened_before_sets
 from tests.test_clocks import frames

@@ -269,7 +269,7 @@ def test_events_written_by_tasks_equal_sparks_write(
     scratches: list[str] = []
 
     def files(writer: FileWriter) -> DataFrame:
-        written = result.files(writer)
+        written = result.run_and_write(writer)
         if settings.engine == "per_trace":  # the in-place pass has staged its links
             assert os.listdir(writer.scratch)
         scratches.append(writer.scratch)
@@ -323,7 +323,7 @@ def test_stage_through_commits_only_the_files_tasks_reported(
         # what a failed task attempt leaves behind: a file no returned row names
         os.makedirs(writer.folder, exist_ok=True)
         pq.write_table(pa.table({"x": [1]}), os.path.join(writer.folder, "part-stray.parquet"))
-        return result.files(writer)
+        return result.run_and_write(writer)
 
     with target.transaction("r") as txn:
         txn.stage_through("events", with_a_stray_file)
@@ -354,7 +354,7 @@ def test_a_failing_in_place_clocks_stage_removes_its_scratch(
     staged: list[list[str]] = []
 
     def files(writer: FileWriter) -> DataFrame:
-        written = result.files(writer)
+        written = result.run_and_write(writer)
         staged.append(os.listdir(writer.scratch))
         return written
 

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from causal_spark import __version__, tables
+from causal_spark.anomalies.explain import Findings, UnknownMessageError, explain_message
 from causal_spark.app import gating
 from causal_spark.app.gating import FailOnError
 from causal_spark.app.incremental import Incremental
@@ -31,7 +32,6 @@ from causal_spark.app.stages import (
     replay_stage,
 )
 from causal_spark.config import Config, ConfigError, load_config
-from causal_spark.explain import Findings, UnknownMessageError, explain_message
 from causal_spark.generate import (
     TOPOLOGIES,
     GeneratorError,

@@ -26,9 +26,9 @@ from causal_spark.app.counts import (
 )
 from causal_spark.app.runs import Stage, StageContext
 from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_clocks
+from causal_spark.clocks.matrix import with_matrix_clocks
 from causal_spark.ingest import ingest
 from causal_spark.io.sources import only_files, read_raw_rows
-from causal_spark.matrix import with_matrix_clocks
 from causal_spark.replay import (
     ReplayRequest,
     compare_protocols,
@@ -88,7 +88,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
         messages = context.table(tables.MESSAGES)
         result = with_clocks(events, messages, settings)
         # the tasks that compute the vectors write them (they never cross into the JVM)
-        clocked = context.stage_through(tables.EVENTS, result.files)
+        clocked = context.stage_through(tables.EVENTS, result.run_and_write)
         status = context.stage(
             tables.TRACE_CLOCKS, trace_clock_status(clocked, events, messages, result.plan)
         )

@@ -1,10 +1,12 @@
-"""Graph algorithms on DataFrames, with a thin GraphFrames adapter.
+"""Connected components of each trace's process graph (the clocks' units), and the GraphFrames
+adapter (connected and strongly connected components).
 
 Everything here works on plain Spark (iterative joins, checkpointed every
-`checkpoint_interval` rounds). Where the GraphFrames JVM package is on the
-classpath, `connected_components` hands the work to GraphFrames instead; the
-adapter only translates ids and column names, so both paths return the same
-DataFrame.
+`checkpoint_interval` rounds, or one grouped pass in memory per trace). Where
+the GraphFrames JVM package is on the classpath, `connected_components` hands
+the work to GraphFrames instead; the adapter only translates ids and column
+names, so both paths return the same DataFrame. This is the one module that
+touches the JVM (`graphframes_available`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from causal_spark import columns as C
+from causal_spark._spark import checkpoint, shuffle_partitions
 from causal_spark.config import GraphBackend
 
 log = logging.getLogger(__name__)
@@ -47,14 +50,6 @@ def graphframes_available(frame: DataFrame) -> bool:
     except Exception:
         return False
     return True
-
-
-def checkpoint(frame: DataFrame) -> DataFrame:
-    """Cut lineage: a reliable checkpoint when a checkpoint dir is set, else a local one."""
-    directory = frame.sparkSession.conf.get("spark.checkpoint.dir", None)
-    if directory:
-        return frame.checkpoint(eager=True)
-    return frame.localCheckpoint(eager=True)
 
 
 @dataclass(frozen=True)
@@ -246,8 +241,7 @@ def _label_traces(vertices: pa.Table, edges: pa.Table) -> pa.Table:
 
 
 def _components_grouped(vertices: DataFrame, edges: DataFrame) -> Components:
-    partitions = vertices.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1"
-    buckets = int(partitions) if partitions.isdigit() else 1
+    buckets = shuffle_partitions(vertices.sparkSession)
     bucket = F.pmod(F.xxhash64(C.TRACE_ID), F.lit(buckets)).alias(_BUCKET)
     schema = T.StructType(
         [

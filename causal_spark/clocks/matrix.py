@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 from numba import njit
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from causal_spark import columns as C
 from causal_spark import tables
@@ -121,7 +120,7 @@ def trace_matrix_clocks(events: pa.Table, sends: pa.Table) -> pa.Table:
 
 def _udf_schema() -> pa.Schema:
     declared = tables.nullable_type(tables.table_schema(tables.MATRIX_CLOCKS))
-    return to_arrow_schema(declared, timezone="UTC")  # type: ignore[arg-type]
+    return tables.to_arrow(declared)  # type: ignore[arg-type]
 
 
 def with_matrix_clocks(clocked: DataFrame, messages: DataFrame) -> DataFrame:

@@ -1,0 +1,144 @@
+"""Anomalies (DESIGN §3, §5): violations with witness chains, crowns, the order class of a trace.
+
+Grouped Arrow UDFs over the clocked tables, each a thin adapter around a
+compiled kernel (no Spark in the kernels):
+
+- `violations`: per (trace, destination) the overtaken messages, from the
+  vector clocks of the destination's receives (`kernel`); per trace a witness
+  chain for each causal violation;
+- `crowns`: per trace the crown components and a witness crown of each
+  (`crown_kernel`); traces too large for one task by the slab method
+  (`crowns_slabs`, `slab_kernel`), witnesses checked against the vector clocks;
+- `summary`: the `trace_summary` table and the order class of a trace.
+
+Only delivered messages (`inputs`) take part, and only traces whose clocks are
+`ok`: an INVALID trace gets no rows here and null anomaly counts in
+`trace_summary`. `explain` turns the tables into sentences about one message.
+The internals are described in docs/anomalies.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from causal_spark.anomalies.crowns import (
+        CROWN_ROWS_SCHEMA,
+        MEMBERS,
+        CrownTables,
+        crowns_of_trace,
+        find_crowns,
+        invalid_crowns,
+        require_valid_crowns,
+    )
+    from causal_spark.anomalies.errors import (
+        ChainNotFoundError,
+        ComponentMismatchError,
+        MissingClocksError,
+        WitnessError,
+    )
+    from causal_spark.anomalies.inputs import delivered_messages, ok_traces
+    from causal_spark.anomalies.summary import (
+        ASYNC,
+        CO,
+        FIFO_CLASS,
+        INVALID,
+        ORDER_CLASSES,
+        RSC,
+        order_class,
+        summarize_traces,
+    )
+    from causal_spark.anomalies.violations import (
+        CAUSAL,
+        FIFO,
+        KNOWS_DST,
+        OVERTAKEN_SCHEMA,
+        OVERTAKING_PIDX,
+        OVERTAKING_SEND,
+        chains_of_trace,
+        find_violations,
+        overtaken_at_destination,
+        overtaken_messages,
+    )
+
+__all__ = [
+    "ASYNC",
+    "CAUSAL",
+    "CO",
+    "CROWN_ROWS_SCHEMA",
+    "FIFO",
+    "FIFO_CLASS",
+    "INVALID",
+    "KNOWS_DST",
+    "MEMBERS",
+    "ORDER_CLASSES",
+    "OVERTAKEN_SCHEMA",
+    "OVERTAKING_PIDX",
+    "OVERTAKING_SEND",
+    "RSC",
+    "ChainNotFoundError",
+    "ComponentMismatchError",
+    "CrownTables",
+    "MissingClocksError",
+    "WitnessError",
+    "chains_of_trace",
+    "crowns_of_trace",
+    "delivered_messages",
+    "find_crowns",
+    "find_violations",
+    "invalid_crowns",
+    "ok_traces",
+    "order_class",
+    "overtaken_at_destination",
+    "overtaken_messages",
+    "require_valid_crowns",
+    "summarize_traces",
+]
+
+# The public names are loaded on first use (PEP 562): importing a kernel of this package
+# (`causal_spark.anomalies.kernel`, which the replay loop uses) must not load the engines,
+# Spark or the configuration.
+_WHERE = {
+    "ASYNC": "summary",
+    "CAUSAL": "violations",
+    "CO": "summary",
+    "CROWN_ROWS_SCHEMA": "crowns",
+    "ChainNotFoundError": "errors",
+    "ComponentMismatchError": "errors",
+    "CrownTables": "crowns",
+    "FIFO": "violations",
+    "FIFO_CLASS": "summary",
+    "INVALID": "summary",
+    "KNOWS_DST": "violations",
+    "MEMBERS": "crowns",
+    "MissingClocksError": "errors",
+    "ORDER_CLASSES": "summary",
+    "OVERTAKEN_SCHEMA": "violations",
+    "OVERTAKING_PIDX": "violations",
+    "OVERTAKING_SEND": "violations",
+    "RSC": "summary",
+    "WitnessError": "errors",
+    "chains_of_trace": "violations",
+    "crowns_of_trace": "crowns",
+    "delivered_messages": "inputs",
+    "find_crowns": "crowns",
+    "find_violations": "violations",
+    "invalid_crowns": "crowns",
+    "ok_traces": "inputs",
+    "order_class": "summary",
+    "overtaken_at_destination": "violations",
+    "overtaken_messages": "violations",
+    "require_valid_crowns": "crowns",
+    "summarize_traces": "summary",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,87 @@
+"""The `trace_summary` table and the order class of a trace (DESIGN §3, §5)."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from causal_spark import columns as C
+from causal_spark.anomalies.violations import CAUSAL, FIFO
+from causal_spark.clocks.status import CLOCK_STATUS_INVALID, CLOCK_STATUS_OK
+
+# order classes, strongest first (DESIGN §3)
+RSC = "RSC"
+CO = "CO"
+FIFO_CLASS = "FIFO"
+ASYNC = "ASYNC"
+INVALID = CLOCK_STATUS_INVALID
+ORDER_CLASSES: tuple[str, ...] = (RSC, CO, FIFO_CLASS, ASYNC, INVALID)
+
+
+def order_class(status: Column, n_fifo: Column, n_causal: Column, n_crown_sccs: Column) -> Column:
+    """The strongest order class that holds (DESIGN §3): RSC ⊂ CO ⊂ FIFO ⊂ ASYNC, or INVALID."""
+    invalid = status == CLOCK_STATUS_INVALID
+    return (
+        F.when(invalid, F.lit(INVALID))
+        .when(n_fifo > 0, F.lit(ASYNC))
+        .when(n_causal > 0, F.lit(FIFO_CLASS))
+        .when(n_crown_sccs > 0, F.lit(CO))
+        .otherwise(F.lit(RSC))
+    )
+
+
+def summarize_traces(
+    trace_clocks: DataFrame,
+    messages: DataFrame,
+    quarantine: DataFrame,
+    violations: DataFrame,
+    crowns: DataFrame,
+) -> DataFrame:
+    """The `trace_summary` table: one row per trace seen in `trace_clocks` or `quarantine`.
+
+    A trace whose every row was quarantined has no events and is trivially RSC.
+    """
+    message_counts = messages.groupBy(C.TRACE_ID).agg(
+        F.count("*").alias("n_messages"),
+        F.sum((F.col(C.STATUS) == C.IN_FLIGHT).cast("long")).alias("n_in_flight"),
+        F.sum((F.col(C.STATUS) == C.ORPHAN).cast("long")).alias("n_orphans"),
+    )
+    rejected = (
+        quarantine.where(F.col(C.TRACE_ID).isNotNull())
+        .groupBy(C.TRACE_ID)
+        .agg(F.count("*").alias("n_quarantined"))
+    )
+    violation_counts = violations.groupBy(C.TRACE_ID).agg(
+        F.sum((F.col(C.KIND) == FIFO).cast("long")).alias("__fifo"),
+        F.sum((F.col(C.KIND) == CAUSAL).cast("long")).alias("__causal"),
+    )
+    crown_counts = crowns.groupBy(C.TRACE_ID).agg(F.count("*").alias("__crowns"))
+    base = trace_clocks.select(C.TRACE_ID, "n_processes", "n_events", "status").join(
+        rejected, C.TRACE_ID, "full_outer"
+    )
+    joined = (
+        base.join(message_counts, C.TRACE_ID, "left")
+        .join(violation_counts, C.TRACE_ID, "left")
+        .join(crown_counts, C.TRACE_ID, "left")
+    )
+    valid = F.coalesce(F.col("status"), F.lit(CLOCK_STATUS_OK)) != CLOCK_STATUS_INVALID
+
+    def anomaly_count(name: str) -> Column:
+        return F.when(valid, F.coalesce(F.col(name), F.lit(0))).cast("long")
+
+    n_fifo = anomaly_count("__fifo")
+    n_causal = anomaly_count("__causal")
+    n_crowns = anomaly_count("__crowns")
+    return joined.select(
+        C.TRACE_ID,
+        F.coalesce(F.col("n_processes"), F.lit(0)).cast("int").alias("n_processes"),
+        F.coalesce(F.col("n_events"), F.lit(0)).cast("long").alias("n_events"),
+        F.coalesce(F.col("n_messages"), F.lit(0)).cast("long").alias("n_messages"),
+        F.coalesce(F.col("n_in_flight"), F.lit(0)).cast("long").alias("n_in_flight"),
+        F.coalesce(F.col("n_orphans"), F.lit(0)).cast("long").alias("n_orphans"),
+        F.coalesce(F.col("n_quarantined"), F.lit(0)).cast("long").alias("n_quarantined"),
+        n_fifo.alias("n_fifo_violations"),
+        n_causal.alias("n_causal_violations"),
+        n_crowns.alias("n_crown_sccs"),
+        order_class(F.col("status"), n_fifo, n_causal, n_crowns).alias("order_class"),
+    )
