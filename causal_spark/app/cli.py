@@ -31,6 +31,7 @@ from causal_spark.app.stages import (
     ingest_stage,
     replay_stage,
 )
+from causal_spark.app.summary import failed_summary, new_findings, run_summary, write_summary
 from causal_spark.config import Config, ConfigError, load_config
 from causal_spark.generate import (
     TOPOLOGIES,
@@ -465,7 +466,7 @@ def _run_stages(args: argparse.Namespace, session: SparkSession | None = None) -
     if args.command in ("compare", "audit") and not args.quiet:
         print(comparison_report(args, session))
     needs_new = any(c.name == "new" for c in conditions) or args.summary_json
-    new = _new_findings(args, session, record, config) if needs_new else None
+    new = new_findings(args, session, record, config) if needs_new else None
     counts = dict(record.counts)
     if new is not None:
         counts["new_findings"] = new["appeared"] + new["changed"]
@@ -475,103 +476,8 @@ def _run_stages(args: argparse.Namespace, session: SparkSession | None = None) -
             print(outcome.line())
     code = 1 if any(o.held for o in outcomes) else 0
     if args.summary_json:
-        _write_summary(args, _summary(args, record, outcomes, new, code, config))
+        write_summary(args, run_summary(args, record, outcomes, new, code, config))
     return code
-
-
-def _new_findings(
-    args: argparse.Namespace, session: SparkSession | None, record: RunRecord, config: Config
-) -> dict[str, Any] | None:
-    """Findings of this run that appeared, disappeared or changed since the previous
-    committed run (only the traces the run analysed, for an incremental run)."""
-    from causal_spark.app.history import APPEARED, CHANGED, DISAPPEARED, findings_diff
-    from causal_spark.io.ledger import EMPTY
-
-    if tables.TRACE_SUMMARY not in record.table_versions:
-        return None
-    spark = session or build_session(config.spark)
-    warehouse = Warehouse(spark, args.warehouse, config.sink.format)
-    ledger = warehouse.ledger
-    after = ledger.view(record.run_id)
-    before = ledger.view(record.previous_run) if record.previous_run else EMPTY
-    rows = [r.asDict() for r in findings_diff(warehouse, before, after).collect()]
-    by_kind: dict[str, dict[str, int]] = {}
-    for row in rows:
-        kind = by_kind.setdefault(str(row["finding"]), {APPEARED: 0, DISAPPEARED: 0, CHANGED: 0})
-        kind[str(row["change"])] += 1
-    return {
-        "since_run": record.previous_run,
-        APPEARED: sum(1 for r in rows if r["change"] == APPEARED),
-        DISAPPEARED: sum(1 for r in rows if r["change"] == DISAPPEARED),
-        CHANGED: sum(1 for r in rows if r["change"] == CHANGED),
-        "by_finding": by_kind,
-        "appeared_list": [
-            {"trace_id": r["trace_id"], "finding": r["finding"], "key": r["key"]}
-            for r in sorted(rows, key=lambda r: (r["trace_id"], r["finding"], r["key"]))
-            if r["change"] == APPEARED
-        ][:100],
-    }
-
-
-def _summary(
-    args: argparse.Namespace,
-    record: RunRecord,
-    outcomes: list[gating.Outcome],
-    new: dict[str, Any] | None,
-    code: int,
-    config: Config,
-) -> dict[str, Any]:
-    from causal_spark.anomalies import ORDER_CLASSES
-    from causal_spark.io import delta
-
-    root = str(Path(args.warehouse).resolve())
-    table_rows = {}
-    for table, version in sorted(record.view.items()):
-        files = delta.data_files(str(Path(root) / table), version)
-        table_rows[table] = {
-            "version": version,
-            "rows": sum(f.rows or 0 for f in files),
-            "written": record.stages.rows.get(table),
-        }
-    counts = record.counts
-    findings = {
-        name: int(counts[finding.key])
-        for name, finding in gating.FINDINGS.items()
-        if finding.key in counts
-    }
-    classes = (
-        {name: int(counts.get(f"class_{name}", 0)) for name in ORDER_CLASSES}
-        if record.stages.detect is not None
-        else None
-    )
-    return {
-        "status": "committed",
-        "exit_code": code,
-        "run_id": record.run_id,
-        "command": record.command,
-        "mode": record.mode,
-        "previous_run": record.previous_run,
-        "started": record.start.isoformat(),
-        "ended": record.end.isoformat(),
-        "seconds": round((record.end - record.start).total_seconds(), 3),
-        "stage_seconds": {k: round(v, 3) for k, v in record.stage_seconds.items()},
-        "repaired": record.repaired.lines() if record.repaired else [],
-        "tables": table_rows,
-        "counts": counts,
-        "classes": classes,
-        "findings": findings,
-        "new_findings": new,
-        "fail_on": [o.as_json() for o in outcomes],
-        "error": None,
-    }
-
-
-def _write_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
-    path = Path(args.summary_json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
-    temporary.replace(path)
 
 
 def run_job_of(
@@ -757,28 +663,13 @@ def main(argv: Sequence[str] | None = None, session: SparkSession | None = None)
         return handler(args, session)
     except USER_ERRORS as e:
         print(f"causal-spark: error: {e}", file=sys.stderr)
-        _failed_summary(args, began, EXIT_USAGE, e)
+        failed_summary(args, began, EXIT_USAGE, e)
         return EXIT_USAGE
     except Exception as e:  # the one place every other failure becomes exit code 3
         traceback.print_exc()
         print(f"causal-spark: internal error: {type(e).__name__}: {e}", file=sys.stderr)
-        _failed_summary(args, began, EXIT_INTERNAL, e)
+        failed_summary(args, began, EXIT_INTERNAL, e)
         return EXIT_INTERNAL
-
-
-def _failed_summary(args: argparse.Namespace, began: datetime, code: int, error: Exception) -> None:
-    if getattr(args, "summary_json", None):
-        _write_summary(
-            args,
-            {
-                "status": "failed",
-                "exit_code": code,
-                "command": args.command,
-                "started": began.isoformat(),
-                "ended": datetime.now(UTC).isoformat(),
-                "error": f"{type(error).__name__}: {error}",
-            },
-        )
 
 
 if __name__ == "__main__":

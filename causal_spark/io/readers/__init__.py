@@ -13,7 +13,6 @@ its id). See docs/formats.md.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +20,12 @@ from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from causal_spark import columns as C
 from causal_spark.config import IngestSettings
+from causal_spark.io.raw import RAW_SCHEMA, SUB, InputError, InputFile, with_file_ids
 from causal_spark.io.readers import base as native
 from causal_spark.io.readers import dctracing, events, jaeger, otlp, shiviz, zipkin
-from causal_spark.io.sources import FILE_ID, RAW_SCHEMA, SUB, InputError, InputFile
 
 SNIFF_BYTES = 4096
 
@@ -71,18 +69,9 @@ class NativeReader:
     def read(self, spark: SparkSession, files: Sequence[InputFile], options: object) -> DataFrame:
         given = options if isinstance(options, native.ReaderOptions) else native.ReaderOptions()
         rows = self.inner.read(spark, [f.path for f in files], given)
-        ids = spark.createDataFrame(
-            [(os.path.abspath(f.path), f.file_id) for f in files],
-            T.StructType(
-                [
-                    T.StructField("__cs_source", T.StringType(), False),
-                    T.StructField(FILE_ID, T.IntegerType(), False),
-                ]
-            ),
-        )
         record = F.coalesce(F.col(native.RECORD), F.lit(1))
         sub = F.coalesce(F.col(native.SUB), F.lit(0)) + (record - 1) * RECORD_STRIDE
-        joined = rows.join(F.broadcast(ids), rows[C.SOURCE] == ids["__cs_source"])
+        joined = with_file_ids(rows, F.col(C.SOURCE), files)
         return joined.select(
             *[
                 (sub if f.name == SUB else F.col(f.name)).cast(f.dataType).alias(f.name)

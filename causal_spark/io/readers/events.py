@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from causal_spark import columns as C
 from causal_spark.config import IngestSettings
-from causal_spark.io.sources import (
+from causal_spark.io.raw import (
     FILE_ID,
     INPUT_FIELDS,
     PARSE_ERROR,
