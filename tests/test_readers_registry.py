@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from causal_spark.io.readers import READERS, SNIFF_BYTES, ReaderError, ReaderOptions, sniff_format
+from causal_spark.config import IngestSettings
+from causal_spark.io.readers import NATIVE as NATIVE_READERS
+from causal_spark.io.readers import OURS, READERS, SNIFF_BYTES, sniff_format
+from causal_spark.io.readers.base import ReaderError, ReaderOptions
 from tests.reference_readers import repo_file
 
 REAL = repo_file("tests", "data", "real-logs")
@@ -41,10 +44,12 @@ def test_sniff_format(path: Path, expected: str | None) -> None:
 
 
 def test_every_reader_is_registered_with_its_extensions() -> None:
-    assert set(READERS) == {"shiviz", "dctracing", "zipkin", "jaeger", "otlp"}
-    assert all(
-        r.extensions and all(e.startswith(".") for e in r.extensions) for r in READERS.values()
-    )
+    assert {r.name for r in NATIVE_READERS} == {"shiviz", "dctracing", "zipkin", "jaeger", "otlp"}
+    assert {r.name for r in OURS} == {"jsonl", "csv", "parquet", "delta"}
+    assert set(READERS) == {r.name for r in (*NATIVE_READERS, *OURS)}
+    settings = IngestSettings()
+    assert all(all(e.startswith(".") for e in r.extensions(settings)) for r in READERS.values())
+    assert all(r.extensions(settings) for r in NATIVE_READERS)
     assert all(name == r.name for name, r in READERS.items())
 
 

@@ -88,6 +88,16 @@ NATIVE: tuple[Reader, ...] = tuple(
 READERS: dict[str, Reader] = {reader.name: reader for reader in (*NATIVE, *OURS)}
 
 
+def sniff_format(head: bytes) -> str | None:
+    """The native format a file's first bytes show, else None (their signatures exclude
+    each other: OTLP's `resourceSpans`, Jaeger's `traceID`, Zipkin's array of
+    `traceId`, a `TracerIdentity` line, a `host {clock}` line)."""
+    for reader in NATIVE:
+        if reader.sniff(head):
+            return reader.name
+    return None
+
+
 def reader_named(name: str) -> Reader:
     try:
         return READERS[name]
