@@ -39,9 +39,25 @@ class SinkSettings:
 
 @dataclass(frozen=True)
 class IngestSettings:
+    """How inputs are read (section `ingest:`): the extensions that choose our readers,
+    and the native readers' options (docs/formats.md)."""
+
     jsonl_extensions: tuple[str, ...] = (".jsonl", ".ndjson", ".json")
     csv_extensions: tuple[str, ...] = (".csv",)
     parquet_extensions: tuple[str, ...] = (".parquet",)
+    # ShiViz parser / delimiter regexes (None: the file's GoVector header, else ShiViz's default)
+    shiviz_regex: str | None = None
+    shiviz_delimiter: str | None = None
+    # spans: `instance` (a service instance is one process) or `span` (each span is one)
+    span_process: str = "instance"
+
+
+SPAN_PROCESSES: tuple[str, ...] = ("instance", "span")
+
+
+def _optional_text(section: Mapping[str, Any], key: str) -> str | None:
+    value = section.get(key)
+    return None if value is None else str(value)
 
 
 ClockEngine = Literal["auto", "per_trace", "distributed"]
@@ -150,14 +166,23 @@ def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
     if sink_format not in _SINK_FORMATS:
         raise ConfigError(f"sink.format must be one of {_SINK_FORMATS}, found '{sink_format}'")
     ingest_raw = _section(raw, "ingest")
-    allowed_ingest = {"jsonl_extensions", "csv_extensions", "parquet_extensions"}
-    _require_keys("ingest", ingest_raw, allowed_ingest)
+    extension_keys = {"jsonl_extensions", "csv_extensions", "parquet_extensions"}
+    option_keys = {"shiviz_regex", "shiviz_delimiter", "span_process"}
+    _require_keys("ingest", ingest_raw, extension_keys | option_keys)
     defaults = IngestSettings()
+    span_process = str(ingest_raw.get("span_process", defaults.span_process))
+    if span_process not in SPAN_PROCESSES:
+        raise ConfigError(
+            f"ingest.span_process must be one of {SPAN_PROCESSES}, found '{span_process}'"
+        )
     ingest = IngestSettings(
         **{
             key: tuple(str(e).lower() for e in ingest_raw.get(key, getattr(defaults, key)))
-            for key in sorted(allowed_ingest)
-        }
+            for key in sorted(extension_keys)
+        },
+        shiviz_regex=_optional_text(ingest_raw, "shiviz_regex"),
+        shiviz_delimiter=_optional_text(ingest_raw, "shiviz_delimiter"),
+        span_process=span_process,
     )
     return Config(
         spark=spark,
@@ -243,9 +268,7 @@ def _replay_settings(raw: Mapping[str, Any]) -> ReplaySettings:
     if mode not in _RECEIVE_MODES:
         raise ConfigError(f"replay.receive_mode must be one of {_RECEIVE_MODES}, found '{mode}'")
     params = raw.get("params") or {}
-    if not isinstance(params, Mapping) or not all(
-        isinstance(v, Mapping) for v in params.values()
-    ):
+    if not isinstance(params, Mapping) or not all(isinstance(v, Mapping) for v in params.values()):
         raise ConfigError("replay.params must map a protocol to a mapping of key: value")
     latency = raw.get("default_latency", defaults.default_latency)
     if isinstance(latency, bool) or not isinstance(latency, int | float) or latency <= 0:

@@ -96,6 +96,7 @@ _FIRST = "__first_node"
 _N_NODES = "__n_nodes"
 _U, _V, _M1, _M2 = "__u", "__v", "__m1", "__m2"
 
+
 @dataclass(frozen=True)
 class DistributedCrowns:
     """`crowns` rows (crowns columns) and `crown_members`, and how the components were found."""
@@ -266,9 +267,9 @@ def slabbed_events(delivered: DataFrame, slab_events: int) -> DataFrame:
     """
     stats = delivered.groupBy(C.TRACE_ID).agg(
         (2 * F.count("*")).alias("__events"),
-        (
-            (F.count(C.SEND_TS) == F.count("*")) & (F.count(C.RECV_TS) == F.count("*"))
-        ).alias("__timed"),
+        ((F.count(C.SEND_TS) == F.count("*")) & (F.count(C.RECV_TS) == F.count("*"))).alias(
+            "__timed"
+        ),
         F.min(F.least(C.SEND_TS, C.RECV_TS)).alias("__ts_lo"),
         F.max(F.greatest(C.SEND_TS, C.RECV_TS)).alias("__ts_hi"),
         F.min(F.least(C.SEND_LSEQ, C.RECV_LSEQ)).cast("double").alias("__lseq_lo"),
@@ -347,9 +348,7 @@ def slabbed_events(delivered: DataFrame, slab_events: int) -> DataFrame:
 def contracted_edges(events: DataFrame) -> DataFrame:
     """Edges of the contracted graph (trace_id, src, dst node, enter_msg) from `slabbed_events`:
     consecutive message events of a process; `enter_msg` is the head event's message."""
-    return events.where(
-        F.col(_PREV_NODE).isNotNull() & (F.col(_PREV_NODE) != F.col(NODE))
-    ).select(
+    return events.where(F.col(_PREV_NODE).isNotNull() & (F.col(_PREV_NODE) != F.col(NODE))).select(
         C.TRACE_ID,
         F.col(_PREV_NODE).alias(C.SRC),
         F.col(NODE).alias(C.DST),
@@ -395,9 +394,7 @@ def _labels_by_slabs(events: DataFrame) -> DataFrame:
         F.col(FROM_NODE).alias(TO_NODE),
     )
     port_graph = intra.unionByName(across).unionByName(forward).unionByName(backward)
-    order = checkpoint(
-        port_graph.groupBy(C.TRACE_ID).applyInArrow(_order_of_trace, _ORDER_SCHEMA)
-    )
+    order = checkpoint(port_graph.groupBy(C.TRACE_ID).applyInArrow(_order_of_trace, _ORDER_SCHEMA))
     return (
         events.select(SLAB, C.PIDX, C.LSEQ, NODE, IS_SEND, *[f.name for f in _MESSAGE_FIELDS])
         .groupBy(C.TRACE_ID, SLAB)

@@ -21,6 +21,14 @@ from causal_spark.app import gating
 from causal_spark.app.gating import FailOnError
 from causal_spark.app.incremental import Incremental
 from causal_spark.app.lock import writer_lock
+from causal_spark.app.options import (
+    as_of,
+    config_of,
+    generate_options,
+    reader_options,
+    replay_options,
+    writer_options,
+)
 from causal_spark.app.progress import Progress
 from causal_spark.app.runs import RunRecord, Stage, run_job
 from causal_spark.app.session import build_session
@@ -34,7 +42,6 @@ from causal_spark.app.stages import (
 from causal_spark.app.summary import failed_summary, new_findings, run_summary, write_summary
 from causal_spark.config import Config, ConfigError, load_config
 from causal_spark.generate import (
-    TOPOLOGIES,
     GeneratorError,
     GeneratorSpec,
     Latency,
@@ -75,47 +82,8 @@ def _command(
     _common(p, warehouse)
     p.set_defaults(handler=handler, command=name)
     if handler is _run_stages:
-        _writer_options(p)
+        writer_options(p)
     return p
-
-
-def _writer_options(p: argparse.ArgumentParser) -> None:
-    """Options of every job that writes the warehouse (DESIGN §6)."""
-    p.add_argument(
-        "--wait",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="if another job is writing the warehouse, wait up to this long for it "
-        "(default: fail at once, naming it)",
-    )
-    p.add_argument(
-        "--fail-on",
-        default=None,
-        metavar="CONDITIONS",
-        help="exit 1 (after committing) when a condition on the run's findings holds, e.g. "
-        "causal,fifo,crown,invalid,quarantine>100; names: " + ", ".join(gating.FINDINGS),
-    )
-    p.add_argument(
-        "--summary-json",
-        default=None,
-        metavar="PATH",
-        help="write the run's summary (counts per table, classes, new findings, gating) "
-        "as JSON to PATH, also when the run fails",
-    )
-    p.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress lines or bar, no table report"
-    )
-
-
-def _as_of(p: argparse.ArgumentParser, what: str = "the tables") -> None:
-    p.add_argument(
-        "--as-of",
-        default=None,
-        metavar="RUN",
-        help=f"read {what} as committed run RUN left them (its id or a unique prefix; "
-        "default: the last committed run)",
-    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -133,11 +101,16 @@ def _parser() -> argparse.ArgumentParser:
     ):
         p = _command(sub, name, text, _run_stages)
         p.add_argument(
-            "inputs", nargs="+", help="files or folders (.jsonl, .csv, .parquet) or Delta tables"
+            "inputs",
+            nargs="+",
+            help="files or folders of message logs, or Delta tables: our rows (.jsonl, .csv, "
+            ".parquet), ShiViz/GoVector (.log), DistributedClocks tracing (.jsonl), "
+            "Zipkin, Jaeger or OTLP spans (.json)",
         )
+        reader_options(p)
         if name == "audit":
             p.add_argument("--matrix", action="store_true", help="also write matrix_clocks")
-            _replay_options(p)
+            replay_options(p)
             p.add_argument(
                 "--incremental",
                 action="store_true",
@@ -173,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         "replay every trace under delivery protocols; write protocol_runs and deliveries",
         _run_stages,
     )
-    _replay_options(p)
+    replay_options(p)
     p = _command(
         sub,
         "compare",
@@ -181,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
         _run_stages,
     )
     p.set_defaults(handler=_compare)
-    _as_of(p, "protocol_comparison (print it, run nothing)")
+    as_of(p, "protocol_comparison (print it, run nothing)")
     p.add_argument(
         "--plots",
         default=None,
@@ -195,11 +168,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--trace", required=True, help="trace_id")
     p.add_argument("--msg", required=True, help="msg_id")
-    _as_of(p)
+    as_of(p)
     p = _command(
         sub, "runs", "list the committed runs: id, command, inputs, counts, versions", _runs
     )
-    _as_of(p, "the ledger (runs up to RUN)")
+    as_of(p, "the ledger (runs up to RUN)")
     p.add_argument("--json", action="store_true", help="one JSON object per run")
     p = _command(
         sub,
@@ -217,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--to", dest="to_run", default=None, metavar="RUN", help="default: the last committed run"
     )
-    _as_of(p, "the later side (same as --to)")
+    as_of(p, "the later side (same as --to)")
     p = _command(
         sub,
         "vacuum",
@@ -245,63 +218,8 @@ def _parser() -> argparse.ArgumentParser:
         _generate,
         warehouse=False,
     )
-    _generate_options(p)
+    generate_options(p)
     return parser
-
-
-def _generate_options(p: argparse.ArgumentParser) -> None:
-    defaults = GeneratorSpec(processes=2, events=2)
-    p.add_argument("--out", required=True, help="output folder (replaced if it exists)")
-    p.add_argument("--processes", type=int, required=True, help="processes per trace (>= 2)")
-    p.add_argument(
-        "--events", type=int, required=True, help="events per trace (a multicast send is one)"
-    )
-    p.add_argument("--traces", type=int, default=defaults.traces, help="number of traces")
-    p.add_argument(
-        "--topology",
-        choices=TOPOLOGIES,
-        default=defaults.topology,
-        help="who sends to whom (broadcast: every send goes to all other processes)",
-    )
-    p.add_argument(
-        "--internal-prob",
-        type=float,
-        default=defaults.internal_prob,
-        help="probability that a spontaneous event is internal rather than a send",
-    )
-    p.add_argument(
-        "--latency",
-        default="lognormal:0,1",
-        help="latency distribution: const:X, uniform:A,B or lognormal:MU,SIGMA (seconds)",
-    )
-    p.add_argument(
-        "--loss", type=float, default=defaults.loss, help="probability that a message is lost"
-    )
-    p.add_argument("--seed", type=int, default=defaults.seed, help="random seed")
-    p.add_argument(
-        "--format", choices=("parquet", "jsonl"), default="parquet", help="output file format"
-    )
-
-
-def _replay_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--protocols",
-        default=None,
-        help="comma-separated protocols (default: conf replay.protocols, all of them)",
-    )
-    p.add_argument(
-        "--receive-mode",
-        choices=("nonselective", "selective"),
-        default=None,
-        help="how receives take messages (default: conf replay.receive_mode)",
-    )
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="PROTOCOL.KEY=VALUE",
-        help="a protocol parameter, e.g. sa.k=8 or mf.no_wait_same_receiver=true (repeatable)",
-    )
 
 
 def replay_request(args: argparse.Namespace, config: Config) -> ReplayRequest:
@@ -327,10 +245,10 @@ def _stages(args: argparse.Namespace, config: Config) -> list[tuple[str, Stage]]
     """The named stages of a stage command, in order."""
     command = args.command
     if command == "ingest":
-        return [("ingest", ingest_stage(args.inputs))]
+        return [("ingest", ingest_stage(args.inputs, args.input_format))]
     if command == "audit":
         return [
-            ("ingest", ingest_stage(args.inputs)),
+            ("ingest", ingest_stage(args.inputs, args.input_format)),
             ("clocks", clocks_stage(args.matrix)),
             ("detect", detect_stage()),
             ("replay", replay_stage(replay_request(args, config))),
@@ -450,7 +368,7 @@ def _run_stages(args: argparse.Namespace, session: SparkSession | None = None) -
     """A job of stages (ingest, audit, clocks, detect, replay, compare): run, commit, report,
     gate (exit 1 when a --fail-on condition held)."""
     conditions = gating.parse_conditions(args.fail_on)
-    config: Config = load_config(args.conf)
+    config = config_of(args)
     named = _stages(args, config)  # bad options fail before Spark starts
     gating.require_stages(conditions, args.command, [name for name, _ in named])
     if getattr(args, "prune", False) and not getattr(args, "incremental", False):
@@ -487,7 +405,7 @@ def run_job_of(
     config: Config | None = None,
 ) -> RunRecord:
     """Run the job of a parsed stage command and return its record (raises on failure)."""
-    config = config or load_config(args.conf)
+    config = config or config_of(args)
     named = _stages(args, config)  # bad options fail before Spark starts
     for given in getattr(args, "inputs", []):
         if not Path(given).exists():  # fail before paying for a Spark session
@@ -502,7 +420,9 @@ def run_job_of(
     if args.command == "audit":
         mode = "incremental" if args.incremental else "full"
         if args.incremental:
-            incremental = Incremental(tuple(args.inputs), prune=args.prune)
+            incremental = Incremental(
+                tuple(args.inputs), prune=args.prune, reader=args.input_format
+            )
     return run_job(
         args.command,
         [stage for _, stage in named],

@@ -53,6 +53,7 @@ class Incremental:
 
     paths: tuple[str, ...]
     prune: bool = False
+    reader: str = "auto"  # --input-format
 
 
 @dataclass
@@ -170,9 +171,11 @@ def records_of(selection: Selection) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
-def traces_by_file(spark: SparkSession, inputs: Inputs) -> dict[str, set[str]]:
+def traces_by_file(
+    spark: SparkSession, inputs: Inputs, options: object = None
+) -> dict[str, set[str]]:
     """The traces each of the files of `inputs` holds rows of (by source name)."""
-    return _traces_per_file(spark, inputs, read_raw_rows(spark, inputs))
+    return _traces_per_file(spark, inputs, read_raw_rows(spark, inputs, options))
 
 
 def select_incremental(
@@ -235,9 +238,10 @@ def select_incremental(
     return Selection(inputs=selected, traces=sorted(touched), records=records, deleted=deleted)
 
 
-def read_selection(spark: SparkSession, selection: Selection) -> DataFrame:
-    """The raw rows of the selection: the chosen files, only the chosen traces' rows."""
-    raw = read_raw_rows(spark, selection.inputs)
+def read_selection(spark: SparkSession, selection: Selection, options: object = None) -> DataFrame:
+    """The raw rows of the selection: the chosen files, only the chosen traces' rows
+    (`options`: the readers' options, the `ingest` settings)."""
+    raw = read_raw_rows(spark, selection.inputs, options)
     if selection.traces is None:
         return raw
     wanted = spark.createDataFrame([(t,) for t in selection.traces], "__cs_trace string")

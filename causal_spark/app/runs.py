@@ -75,11 +75,11 @@ class StageContext:
         if self.selection is None:
             found = self.discover(paths, reader)
             self.selection = inc.select_full(found)
-            raw = inc.read_selection(self.spark, self.selection)
+            raw = inc.read_selection(self.spark, self.selection, self.config.ingest)
             inc.record_traces(self.spark, found, raw, self.selection.records)
         else:
             # chosen (and its inputs recorded) before the stages ran
-            raw = inc.read_selection(self.spark, self.selection)
+            raw = inc.read_selection(self.spark, self.selection, self.config.ingest)
         self.files = inc.records_of(self.selection)
         return self.selection.inputs, raw
 
@@ -286,11 +286,11 @@ def _prepare_incremental(
     the traces' rows, and only `compare` runs again.
     """
     spark = context.spark
-    found = context.discover(spec.paths)
+    found = context.discover(spec.paths, spec.reader)
     selection = inc.select_incremental(
         found,
         inc.previous_files(context.warehouse.ledger.rows()),
-        lambda fresh: inc.traces_by_file(spark, fresh),
+        lambda fresh: inc.traces_by_file(spark, fresh, context.config.ingest),
         spec.prune,
     )
     context.selection = selection

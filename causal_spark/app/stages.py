@@ -54,7 +54,9 @@ def ingest_stage(paths: Sequence[str], reader: str = "auto") -> Stage:
         spark = context.spark
         inputs, raw = context.raw_rows(paths, reader)
         ingested = ingest(
-            raw, inputs, reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids))
+            raw,
+            inputs,
+            reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids), context.config.ingest),
         )
         context.stage(tables.EVENTS, ingested.events)
         context.stage(tables.MESSAGES, ingested.messages)

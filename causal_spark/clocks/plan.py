@@ -127,9 +127,9 @@ def plan_units(events: DataFrame, messages: DataFrame, settings: ClockSettings) 
         F.col(C.PIDX).cast("int").alias(C.PIDX),
         C.PROCESS,
         C.SOURCE,
-        (
-            F.dense_rank().over(Window.partitionBy(C.TRACE_ID, C.PIDX).orderBy(C.SOURCE)) - 1
-        ).alias(SOURCE_CODE),
+        (F.dense_rank().over(Window.partitionBy(C.TRACE_ID, C.PIDX).orderBy(C.SOURCE)) - 1).alias(
+            SOURCE_CODE
+        ),
     )
     edges = (
         messages.where(F.col(C.STATUS) == C.DELIVERED)

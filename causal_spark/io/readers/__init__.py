@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
+from causal_spark._spark import checkpoint
 from causal_spark.config import IngestSettings
 from causal_spark.io.raw import RAW_SCHEMA, SUB, InputError, InputFile, with_file_ids
 from causal_spark.io.readers import base as native
@@ -67,17 +68,34 @@ class NativeReader:
         return bool(self.inner.sniff(head))
 
     def read(self, spark: SparkSession, files: Sequence[InputFile], options: object) -> DataFrame:
-        given = options if isinstance(options, native.ReaderOptions) else native.ReaderOptions()
+        given = reader_options(options)
         rows = self.inner.read(spark, [f.path for f in files], given)
         record = F.coalesce(F.col(native.RECORD), F.lit(1))
         sub = F.coalesce(F.col(native.SUB), F.lit(0)) + (record - 1) * RECORD_STRIDE
         joined = with_file_ids(rows, F.col(C.SOURCE), files)
-        return joined.select(
-            *[
-                (sub if f.name == SUB else F.col(f.name)).cast(f.dataType).alias(f.name)
-                for f in RAW_SCHEMA.fields
-            ]
+        # computed once: a native reader's plan is large (parsing, pairing spans, clock
+        # deltas) and ingest reads its rows several times
+        return checkpoint(
+            joined.select(
+                *[
+                    (sub if f.name == SUB else F.col(f.name)).cast(f.dataType).alias(f.name)
+                    for f in RAW_SCHEMA.fields
+                ]
+            )
         )
+
+
+def reader_options(options: object) -> native.ReaderOptions:
+    """The native readers' options from the `ingest` settings (or as given; default if None)."""
+    if isinstance(options, native.ReaderOptions):
+        return options
+    if isinstance(options, IngestSettings):
+        return native.ReaderOptions(
+            shiviz_regex=options.shiviz_regex,
+            shiviz_delimiter=options.shiviz_delimiter,
+            span_process=options.span_process,  # type: ignore[arg-type]
+        )
+    return native.ReaderOptions()
 
 
 OURS: tuple[Reader, ...] = (events.JSONL, events.CSV, events.PARQUET, events.DELTA)

@@ -1,0 +1,71 @@
+"""Logs other tools recorded get in with one command (DESIGN §1b): the CLI picks each
+file's reader by extension and content, every row is analysed or quarantined, and
+`runs` names the reader of every input."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from causal_spark.config import ConfigError, config_from_mapping
+from tests.conftest import ROOT
+from tests.test_cli import BIN, _env
+
+REAL = Path("tests") / "data" / "real-logs"
+LOGS = {
+    "shiviz": REAL / "shiviz" / "RpcClientServer.log",
+    "zipkin": REAL / "zipkin" / "skew.json",
+    "dctracing": REAL / "dctracing" / "echo_trace_log.jsonl",
+}
+COUNTS = re.compile(
+    r"rows read (\d+): (\d+) internal, (\d+) send, (\d+) receive, (\d+) quarantined"
+)
+
+
+@pytest.mark.slow
+def test_real_logs_of_three_formats_ingest_with_one_command(tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    done = subprocess.run(
+        [str(BIN / "causal-spark"), "ingest", *map(str, LOGS.values()),
+         "--warehouse", str(warehouse), "--conf", "conf/test.yml"],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = COUNTS.search(done.stdout)
+    assert found, done.stdout
+    read, internal, send, receive, quarantined = map(int, found.groups())
+    assert read == internal + send + receive + quarantined
+    events = DeltaTable(str(warehouse / "events")).to_pyarrow_table()
+    quarantine = DeltaTable(str(warehouse / "quarantine")).to_pyarrow_table()
+    # every event row or quarantine row is one input row (a multicast send is one event
+    # of several rows, and these logs have none)
+    assert events.num_rows + quarantine.num_rows == read
+    traces = set(events.column("trace_id").to_pylist())
+    # ShiViz and tracing logs: the file is the trace; Zipkin: the span's traceId
+    assert {"RpcClientServer", "echo_trace_log"} <= traces
+    assert len(traces) == 3
+    (run,) = DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()
+    assert {i["format"] for i in run["inputs"]} == set(LOGS)
+    messages = DeltaTable(str(warehouse / "messages")).to_pyarrow_table()
+    assert messages.num_rows > 0
+
+
+def test_a_forced_reader_that_does_not_exist_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [str(BIN / "causal-spark"), "ingest", str(LOGS["shiviz"]), "--warehouse", "w",
+         "--input-format", "syslog"],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "invalid choice: 'syslog'" in done.stderr
+
+
+def test_span_process_is_checked_in_the_configuration() -> None:
+    with pytest.raises(ConfigError, match="span_process must be one of"):
+        config_from_mapping({"ingest": {"span_process": "host"}}, "test")
+    config = config_from_mapping({"ingest": {"span_process": "span"}}, "test")
+    assert config.ingest.span_process == "span"
