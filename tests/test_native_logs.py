@@ -57,7 +57,7 @@ def test_real_logs_of_three_formats_ingest_with_one_command(tmp_path: Path) -> N
 def test_a_forced_reader_that_does_not_exist_is_a_usage_error() -> None:
     done = subprocess.run(
         [str(BIN / "causal-spark"), "ingest", str(LOGS["shiviz"]), "--warehouse", "w",
-         "--input-format", "syslog"],
+         "--format", "syslog"],
         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2

@@ -8,7 +8,7 @@ from dataclasses import replace
 from causal_spark.app import gating
 from causal_spark.config import SPAN_PROCESSES, Config, load_config
 from causal_spark.generate import TOPOLOGIES, GeneratorSpec
-from causal_spark.io.readers import READERS
+from causal_spark.io.readers import EVENTS, READERS
 
 
 def writer_options(p: argparse.ArgumentParser) -> None:
@@ -52,10 +52,12 @@ def as_of(p: argparse.ArgumentParser, what: str = "the tables") -> None:
 
 def reader_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--input-format",
-        choices=("auto", *READERS),
+        "--format",
+        dest="input_format",
+        choices=("auto", EVENTS, *READERS),
         default="auto",
-        help="read every input file with this reader (default: by extension, then content)",
+        help="read every input file with this reader; events: our row format (jsonl, csv, "
+        "parquet, delta by extension); auto (default): by extension, then content",
     )
     p.add_argument("--shiviz-regex", help="ShiViz parser regex (default: the GoVector header)")
     p.add_argument("--shiviz-delimiter", help="ShiViz regex that separates executions")

@@ -46,7 +46,7 @@ from causal_spark.io.raw import (
     whole_file_rows,
     with_file_ids,
 )
-from causal_spark.io.readers import choose_reader, known_extensions, reader_named
+from causal_spark.io.readers import EVENTS, OURS, choose_reader, known_extensions, reader_named
 
 _FINGERPRINT_BLOCK = 64 * 1024
 
@@ -150,7 +150,9 @@ def discover_inputs(
     Raises `InputError` for a path that does not exist or holds nothing readable.
     """
     excluded = [Path(e).resolve() for e in exclude]
-    forced = None if reader == "auto" else reader_named(reader)
+    # `events`: our row format, each file's reader chosen among ours
+    forced = None if reader in ("auto", EVENTS) else reader_named(reader)
+    among = OURS if reader == EVENTS else None
     sets: list[InputSet] = []
     skipped: list[Skipped] = []
     next_id = 0
@@ -172,9 +174,13 @@ def discover_inputs(
         for file in candidates:
             if not os.access(file, os.R_OK):
                 # an unreadable file is still an input: its reader quarantines it whole
-                name = forced.name if forced else choose_reader(file, settings, sniff=False)
+                name = (
+                    forced.name
+                    if forced
+                    else choose_reader(file, settings, sniff=False, among=among)
+                )
             else:
-                name = forced.name if forced else choose_reader(file, settings)
+                name = forced.name if forced else choose_reader(file, settings, among=among)
             if name is None:
                 if root.is_file():
                     raise InputError(

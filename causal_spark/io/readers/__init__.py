@@ -98,6 +98,8 @@ def reader_options(options: object) -> native.ReaderOptions:
     return native.ReaderOptions()
 
 
+# `--format events`: our row format, whatever its file type
+EVENTS = "events"
 OURS: tuple[Reader, ...] = (events.JSONL, events.CSV, events.PARQUET, events.DELTA)
 # natives first: their sniffers look for their own signatures, ours for any object
 NATIVE: tuple[Reader, ...] = tuple(
@@ -134,12 +136,18 @@ def _extension_of(file: Path) -> str:
     return "." + name.rsplit(".", 1)[-1] if "." in name else ""
 
 
-def choose_reader(file: Path, settings: IngestSettings, sniff: bool = True) -> str | None:
+def choose_reader(
+    file: Path,
+    settings: IngestSettings,
+    sniff: bool = True,
+    among: Sequence[Reader] | None = None,
+) -> str | None:
     """The reader of `file`: the one claiming its extension whose sniff accepts its head,
     else our own reader of that extension (else the first claiming it), else any whose
-    sniff accepts it; None if none."""
+    sniff accepts it; None if none. `among`: choose only among these readers."""
+    candidates = list(among) if among is not None else list(READERS.values())
     extension = _extension_of(file)
-    claiming = [r for r in READERS.values() if extension in r.extensions(settings)]
+    claiming = [r for r in candidates if extension in r.extensions(settings)]
     ours = [r for r in claiming if r in OURS]
     if not sniff:
         return (ours or claiming)[0].name if claiming else None
@@ -161,7 +169,7 @@ def choose_reader(file: Path, settings: IngestSettings, sniff: bool = True) -> s
             return reader.name
     if claiming:
         return (ours or claiming)[0].name
-    for reader in READERS.values():
+    for reader in candidates:
         if reader.sniff(head):
             return reader.name
     return None
