@@ -188,7 +188,7 @@ def _violation_lines(v: Row, by_id: dict[str, Any], clocks: _Clocks) -> list[str
     if before is not None and m[C.SRC] != d:
         known = before[m[C.SRC_PIDX]]
         lines.append(
-            f"  check with the clocks (seed 001, Prop. 2): just before receiving "
+            f"  check with the clocks (Schiper, Eggli & Sandoz, Prop. 2): just before receiving "
             f"{m[C.MSG_ID]}, {d}'s clock {_at(d, m[C.RECV_LSEQ] - 1)} is {before}: it counts "
             f"{known} event(s) of {m[C.SRC]}, >= {m[C.SEND_LSEQ]} = lseq of send("
             f"{m[C.MSG_ID]}), so {d} already knew of that send"
