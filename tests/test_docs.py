@@ -60,7 +60,7 @@ LONG = (
     ' dist/causal_spark-0.1.0-py3-none-any.whl --packages "$DELTA_SPARK_PACKAGE"'
     " --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension"
     " --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog"
-    " jobs/audit.py s3a://logs/ --warehouse /mnt/audit/warehouse --conf conf/cluster.yml",
+    " jobs/audit.py /mnt/logs/ --warehouse /mnt/audit/warehouse --conf conf/cluster.yml",
 )
 SET_UP = ("python3 -m venv ", ".venv/bin/pip install ")
 LINKED = (".venv", "data-samples", "conf", "jobs", "schemas", "bench")
