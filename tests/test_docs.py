@@ -21,8 +21,7 @@ real ones) with the venv's bin first on PATH, so that what a command writes
 - every other command runs for real, in the order of its page, after the README's
   main job has run in the sandbox (`@pytest.mark.slow`: each starts Spark).
 
-The commands of docs/replay.md and docs/scheduling.md are run by
-tests/test_replay_docs.py and tests/test_scheduled_jobs.py, not here.
+The commands of docs/scheduling.md are run by tests/test_scheduled_jobs.py, not here.
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ from tests.test_cli import BIN, _env
 
 README = ROOT / "README.md"
 OWN_TESTS = {
-    "docs/replay.md": ROOT / "tests" / "test_replay_docs.py",
     "docs/scheduling.md": ROOT / "tests" / "test_scheduled_jobs.py",
 }
 PAGES = [README, *sorted(p for p in (ROOT / "docs").glob("*.md"))]

@@ -215,10 +215,16 @@ def test_a_warehouse_inside_the_input_folder_is_not_read(
 def test_files_no_reader_takes_are_listed(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "t.jsonl", [{"process": "p", "kind": "internal"}])
     (tmp_path / "notes.md").write_text("# not a log\n")
+    # extensions native readers claim, holding no log their sniffers recognise
+    (tmp_path / "LICENSE.txt").write_text("Apache License\nVersion 2.0\n")
+    (tmp_path / "build.log").write_text("compiling...\ndone\n")
     inputs = discover_inputs([str(tmp_path)], IngestSettings())
-    assert [(Path(s.path).name, s.why) for s in inputs.skipped] == [
-        ("notes.md", "no reader knows this file's format")
+    assert sorted((Path(s.path).name, s.why) for s in inputs.skipped) == [
+        ("LICENSE.txt", "no reader knows this file's format"),
+        ("build.log", "no reader knows this file's format"),
+        ("notes.md", "no reader knows this file's format"),
     ]
+    assert [f.reader for f in inputs.files] == ["jsonl"]
 
 
 def test_each_bad_file_is_one_quarantine_row_and_the_rest_is_read(

@@ -143,8 +143,9 @@ def choose_reader(
     among: Sequence[Reader] | None = None,
 ) -> str | None:
     """The reader of `file`: the one claiming its extension whose sniff accepts its head,
-    else our own reader of that extension (else the first claiming it), else any whose
-    sniff accepts it; None if none. `among`: choose only among these readers."""
+    else our own reader of that extension, else any whose sniff accepts it; None if
+    none (a `.txt` or `.log` that no native format recognises is not input: a licence,
+    a note; `--format` forces a reader). `among`: choose only among these readers."""
     candidates = list(among) if among is not None else list(READERS.values())
     extension = _extension_of(file)
     claiming = [r for r in candidates if extension in r.extensions(settings)]
@@ -167,8 +168,8 @@ def choose_reader(
     for reader in claiming:
         if reader.sniff(head):
             return reader.name
-    if claiming:
-        return (ours or claiming)[0].name
+    if ours:
+        return ours[0].name
     for reader in candidates:
         if reader.sniff(head):
             return reader.name
