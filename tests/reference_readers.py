@@ -6,9 +6,8 @@
 - `vector_clocks`: Fidge-Mattern vector clocks of raw rows by brute force
   (iterate until nothing changes), and `log_units`, the clock in a log's own
   units (DESIGN §1b: the entry for q is the seq of q's event at lseq vc[q]).
-- `as_today_raw_rows`: reader rows into today's ingest (causal_spark.sources'
-  raw rows), until the new ingest that reads `sub` lands: (seq, sub) becomes one
-  seq per process by rank.
+- `ingest_files`: files through the real pipeline (discovery, the registry's
+  reader, ingest's rules), for the tests that check a log passes ingest.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 
 SHIVIZ_DEFAULT = r"(?<host>\S*) (?<clock>{.*})\n(?<event>.*)"
 
@@ -147,44 +145,6 @@ def accepted(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["parse_error"] is None]
 
 
-def as_today_raw_rows(rows: DataFrame) -> DataFrame:
-    """Reader rows -> today's raw rows (causal_spark.sources.RAW_COLUMNS).
-
-    trace_id: the row's, else the file's stem plus `:suffix`; seq: the rank of
-    (seq, sub) within (trace, process), so sub-events become events."""
-    stem = F.regexp_replace(F.regexp_extract(F.col("source"), r"([^/]+)$", 1), r"\.[^.]*$", "")
-    default = F.when(
-        F.col("trace_suffix").isNotNull(), F.concat(stem, F.lit(":"), F.col("trace_suffix"))
-    ).otherwise(stem)
-    trace = F.coalesce(F.col("trace_id"), default)
-    accepted_row = F.col("parse_error").isNull()
-    local = Window.partitionBy(trace, F.col("process"), accepted_row).orderBy(
-        F.col("seq").cast("long"), F.coalesce(F.col("sub"), F.lit(0))
-    )
-    return rows.select(
-        "source",
-        "line",
-        "raw",
-        trace.alias("trace_id"),
-        "process",
-        F.when(accepted_row, F.dense_rank().over(local).cast("string")).alias("seq"),
-        "kind",
-        "msg_id",
-        "peer",
-        "ts",
-        "size_bytes",
-        "label",
-        F.when(
-            ~accepted_row,
-            F.concat_ws(
-                ": ", F.coalesce(F.col("parse_reason"), F.lit("malformed")), F.col("parse_error")
-            ),
-        ).alias("parse_error"),
-        default.alias("default_trace"),
-        F.lit(True).alias("file_has_seq"),
-    )
-
-
 def repo_file(*parts: str) -> Path:
     return Path(__file__).resolve().parents[1].joinpath(*parts)
 
@@ -209,3 +169,14 @@ def events_of(rows: Iterable[dict[str, Any]]) -> set[tuple[Any, ...]]:
 def records_of(rows: Iterable[dict[str, Any]]) -> set[tuple[str, int, int]]:
     """The input records the rows account for: (source, line, record)."""
     return {(r["source"], r["line"], r["record"]) for r in rows}
+
+
+def ingest_files(spark: SparkSession, paths: list[str]) -> Any:
+    """`paths` through the real pipeline: discovery, the registry's reader, ingest's rules."""
+    from causal_spark.config import IngestSettings
+    from causal_spark.ingest import ingest
+    from causal_spark.io.sources import discover_inputs, read_raw_rows
+
+    settings = IngestSettings()
+    inputs = discover_inputs(paths, settings)
+    return ingest(read_raw_rows(spark, inputs, settings), inputs)

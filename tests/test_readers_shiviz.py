@@ -12,13 +12,12 @@ from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from causal_spark.ingest import ingest
 from causal_spark.io.readers import shiviz
-from causal_spark.io.readers.base import RAW_SCHEMA, ReaderError, ReaderOptions
+from causal_spark.io.readers.base import ReaderError, ReaderOptions
 from tests.reference_readers import (
     accepted,
-    as_today_raw_rows,
     collect,
+    ingest_files,
     log_units,
     repo_file,
     shiviz_reference,
@@ -147,7 +146,7 @@ def test_rows_pass_todays_ingest_without_quarantine(
     spark: SparkSession, real_rows: dict[str, list[dict[str, Any]]], name: str
 ) -> None:
     rows = real_rows[name]
-    tables = ingest(as_today_raw_rows(spark.createDataFrame(rows, RAW_SCHEMA)))
+    tables = ingest_files(spark, [str(REAL / name)])
     assert tables.quarantine.count() == 0
     assert tables.events.count() == len({(r["process"], r["seq"], r["sub"]) for r in rows})
     statuses = Counter(r["status"] for r in tables.messages.collect())

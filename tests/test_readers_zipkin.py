@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from causal_spark.ingest import ingest
 from causal_spark.io.readers import zipkin
-from causal_spark.io.readers.base import RAW_SCHEMA, ReaderOptions
+from causal_spark.io.readers.base import ReaderOptions
 from tests.reference_readers import (
     accepted,
-    as_today_raw_rows,
     collect,
     events_of,
+    ingest_files,
     message_ends,
     records_of,
     repo_file,
@@ -59,7 +58,7 @@ def test_skew_reports_the_request_received_65_ms_before_it_was_sent(
     assert float(response_receive["ts"]) > float(response_send["ts"])
     # 4 spans, 2 events each; the trace is still analysed: today's ingest takes every row
     assert len(events_of(rows)) == 8
-    tables = ingest(as_today_raw_rows(spark.createDataFrame(rows, RAW_SCHEMA)))
+    tables = ingest_files(spark, [str(REAL / "skew.json")])
     assert tables.quarantine.count() == 0
     assert Counter(r["status"] for r in tables.messages.collect()) == {"delivered": 2}
 
