@@ -120,11 +120,6 @@ def _files(row: dict[str, Any], logs: Path) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="known bug (2026-11-24): a night whose selection holds no file to read fails in "
-    "read_raw_rows with 'the inputs hold no files' (issue 20 note)",
-    strict=False,
-)
 def test_five_nights_of_incremental_audits_equal_full_audits(
     spark: SparkSession, tmp_path: Path
 ) -> None:

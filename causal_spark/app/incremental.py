@@ -21,7 +21,7 @@ records the same fingerprints, so the next incremental run can start from it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -145,11 +145,10 @@ def _traces_per_file(spark: SparkSession, inputs: Inputs, raw: DataFrame) -> dic
     return found
 
 
-def record_traces(
-    spark: SparkSession, inputs: Inputs, raw: DataFrame, records: dict[str, list[FileRecord]]
+def fill_traces(
+    records: dict[str, list[FileRecord]], by_file: Mapping[str, Collection[str]]
 ) -> None:
-    """Fill the traces of the records of the files `raw` read (one aggregate)."""
-    by_file = _traces_per_file(spark, inputs, raw)
+    """Fill the traces of the records of the files read (`by_file`: by source name)."""
     for recorded in records.values():
         for record in recorded:
             if record.read:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -76,12 +76,23 @@ class StageContext:
             found = self.discover(paths, reader)
             self.selection = inc.select_full(found)
             raw = inc.read_selection(self.spark, self.selection, self.config.ingest)
-            inc.record_traces(self.spark, found, raw, self.selection.records)
+            # the files' traces are filled in by `record_file_traces`, from ingest's rows
         else:
             # chosen (and its inputs recorded) before the stages ran
             raw = inc.read_selection(self.spark, self.selection, self.config.ingest)
         self.files = inc.records_of(self.selection)
         return self.selection.inputs, raw
+
+    def record_file_traces(self, file_traces: Mapping[int, Collection[str]]) -> None:
+        """A full audit: record the traces each file read holds rows of (`file_traces`,
+        by file_id, as ingest counted them), for later incremental audits. An incremental
+        audit chose its files by their traces before it read them: nothing to add."""
+        if self.selection is None or self.selection.traces is not None:
+            return
+        shown = {f.file_id: f.shown for f in self.selection.inputs.files}
+        by_path = {shown[i]: traces for i, traces in file_traces.items() if i in shown}
+        inc.fill_traces(self.selection.records, by_path)
+        self.files = inc.records_of(self.selection)
 
     def discover(self, paths: Sequence[str], reader: str = "auto") -> Inputs:
         """The input files under `paths` (never the warehouse itself), recorded for `runs`."""
@@ -300,7 +311,7 @@ def _prepare_incremental(
     if not selection.traces:
         context.files = inc.records_of(selection)
         return []
-    if selection.inputs:  # files holding rows of the traces (an empty file is left out)
+    if selection.inputs.files:  # files holding rows of the traces (an empty file is left out)
         return stages
     context.files = inc.records_of(selection)
     for table, _ in context.view.versions.items():

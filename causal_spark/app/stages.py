@@ -62,6 +62,7 @@ def ingest_stage(paths: Sequence[str], reader: str = "auto") -> Stage:
         context.stage(tables.MESSAGES, ingested.messages)
         context.stage(tables.QUARANTINE, ingested.quarantine)
         ingested.release()
+        context.record_file_traces(ingested.file_traces)
         seen = ingested.event_counts()
         counts = IngestCounts(
             rows_read=ingested.rows_read,

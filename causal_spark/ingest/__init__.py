@@ -40,7 +40,7 @@ or a whole file into one task.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
@@ -107,6 +107,8 @@ class Ingested:
     messages: DataFrame
     quarantine: DataFrame
     rows_read: int
+    # file_id -> the traces it holds rows of (every row read, quarantined or not)
+    file_traces: Mapping[int, frozenset[str]]
     events_seen: Observation
     messages_seen: Observation
     cached: tuple[DataFrame, ...] = ()
@@ -144,13 +146,18 @@ def ingest(
     by_process = event_rules(with_event_keys(typed, partitions)).persist(
         StorageLevel.MEMORY_AND_DISK
     )
-    per_file = (
-        by_process.groupBy(FILE_ID)
+    # one small aggregate gives the rows read, the files that give `seq`, and the traces
+    # each file holds rows of (which `runs` records, for later incremental audits)
+    per_file_trace = (
+        by_process.groupBy(FILE_ID, C.TRACE_ID)
         .agg(F.count(F.lit(1)).alias("rows"), F.max(SEQ_GIVEN).alias("has_seq"))
         .collect()
     )
-    rows_read = sum(int(r["rows"]) for r in per_file)
-    seq_files = sorted(int(r[FILE_ID]) for r in per_file if r["has_seq"])
+    rows_read = sum(int(r["rows"]) for r in per_file_trace)
+    seq_files = sorted({int(r[FILE_ID]) for r in per_file_trace if r["has_seq"]})
+    file_traces: dict[int, set[str]] = {}
+    for r in per_file_trace:
+        file_traces.setdefault(int(r[FILE_ID]), set()).add(r[C.TRACE_ID])
     missing_seq = F.col(C.SEQ).isNull() & F.col(FILE_ID).isin(seq_files)
     good = by_process.where(accepted() & ~F.col(DUP))
 
@@ -175,22 +182,30 @@ def ingest(
     messages = message_rows(judged)
     seconds = second_copies(messages).localCheckpoint()
     late = judged.where(F.col(C.REASON).isNotNull()).select(*early.columns)
-    rejected = early.unionByName(late).unionByName(seconds.select(*early.columns))
+    # the rows the rules after step 1 rejected: few, and read by steps 4 and 5, so
+    # materialised once; on clean input there are none and step 4 has nothing to do
+    rejected = (
+        early.unionByName(late).unionByName(seconds.select(*early.columns)).localCheckpoint()
+    )
 
     # step 4: events emptied by the later rules
-    touched = rejected.select(C.TRACE_ID, PPROC, RANK).distinct()
-    survivors = (
-        good.join(F.broadcast(touched), [C.TRACE_ID, PPROC, RANK], "left_semi")
-        .join(F.broadcast(rejected.select(*ROW)), list(ROW), "left_anti")
-        .select(C.TRACE_ID, PPROC, RANK)
-        .distinct()
-    )
-    emptied = [
-        (r[C.TRACE_ID], r[PPROC], int(r[RANK]))
-        for r in touched.join(survivors, [C.TRACE_ID, PPROC, RANK], "left_anti").collect()
-    ]
-    removed = removed_events(spark, emptied)
-    kept_rows = good.join(F.broadcast(rejected.select(*ROW)), list(ROW), "left_anti")
+    if rejected.isEmpty():
+        removed = removed_events(spark, [])
+        kept_rows = good
+    else:
+        touched = rejected.select(C.TRACE_ID, PPROC, RANK).distinct()
+        survivors = (
+            good.join(F.broadcast(touched), [C.TRACE_ID, PPROC, RANK], "left_semi")
+            .join(F.broadcast(rejected.select(*ROW)), list(ROW), "left_anti")
+            .select(C.TRACE_ID, PPROC, RANK)
+            .distinct()
+        )
+        emptied = [
+            (r[C.TRACE_ID], r[PPROC], int(r[RANK]))
+            for r in touched.join(survivors, [C.TRACE_ID, PPROC, RANK], "left_anti").collect()
+        ]
+        removed = removed_events(spark, emptied)
+        kept_rows = good.join(F.broadcast(rejected.select(*ROW)), list(ROW), "left_anti")
 
     # step 5: the tables
     pidx = process_index(kept_rows)
@@ -218,6 +233,7 @@ def ingest(
         ),
         quarantine=quarantine,
         rows_read=rows_read,
+        file_traces={f: frozenset(t) for f, t in file_traces.items()},
         events_seen=events_seen,
         messages_seen=messages_seen,
         cached=(by_process, judged),
