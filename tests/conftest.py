@@ -1,4 +1,5 @@
-"""One Spark session per test run (local[2], UI off, UTC, few shuffle partitions)."""
+"""One Spark session per test process (local[2], UI off, UTC, few shuffle partitions): the
+suite runs in two pytest-xdist workers, so two sessions side by side."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_cli import BIN, _env
+from tests.test_cli import AUDIT_ROWS, AUDIT_TABLES, BIN, READ_WITH_DELTA_RS, _env
 
 README = ROOT / "README.md"
 OWN_TESTS = {
@@ -310,6 +310,16 @@ REAL = [c for c in all_commands() if c.mode == "real"]
 @pytest.mark.parametrize("command", QUICK, ids=_ids(QUICK))
 def test_each_help_command_runs(command: Command) -> None:
     run_command(command, ROOT)
+
+
+@pytest.mark.slow
+def test_the_worked_example_tables_read_with_delta_rs(worked_example: Path) -> None:
+    """The README's main job (the embedded default profile) wrote Delta tables another
+    Delta reader (delta-rs, no Spark) reads, with the rows the worked traces hold."""
+    warehouse = worked_example / "warehouse"
+    read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse), *AUDIT_TABLES], ROOT)
+    assert read.returncode == 0, read.stderr[-3000:]
+    assert read.stdout.split() == AUDIT_ROWS
 
 
 @pytest.mark.slow
