@@ -1,4 +1,4 @@
-"""Protocol replay on Spark (DESIGN §4): every (trace, protocol) replayed in parallel.
+"""Protocol replay on Spark (docs/replay.md): every (trace, protocol) replayed in parallel.
 
 `program_rows` flattens `events` and `messages` into the rows the engine
 needs (one per internal event, per message copy of a send, per receive);

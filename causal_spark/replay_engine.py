@@ -1,10 +1,10 @@
-"""The replay engine: one discrete-event model of programs, network and protocol (DESIGN §4).
+"""The replay engine: one discrete-event model of programs, network and protocol (docs/replay.md).
 
 No Spark here: `build_trace` turns one trace's rows into programs and
 messages, `replay` runs one protocol over it and returns the run's figures,
 its deliveries and the result of its verification.
 
-The model, as DESIGN §4 fixes it:
+The model, as docs/replay.md fixes it:
 - Each process runs its recorded events in order. A send or internal event
   completes its recorded gap after the previous event of its process
   completed; a receive completes at max(previous completion, delivery of the
@@ -25,13 +25,14 @@ The model, as DESIGN §4 fixes it:
   receive; control messages last), then arrivals before program steps, then
   by process; so a run is deterministic and `none` exact even with ties.
 
-Verification (DESIGN §4, "Invariant") runs on the execution the replay
+Verification (docs/replay.md, "Invariant") runs on the execution the replay
 produced: `none` must reproduce the recorded one exactly; causal protocols
 must leave no causal-order violation, `fifo` no FIFO violation, found by the
-detector's kernel (seed 001 Prop. 2) on the replayed execution's vector
+detector's kernel (Schiper, Eggli & Sandoz, "A New Algorithm to Implement Causal Ordering",
+Proposition 2) on the replayed execution's vector
 clocks; total-order protocols must have every two processes take their
 common multicasts in one order. Self-addressed messages bypass causal
-protocols (DESIGN: delivered on arrival), so they are not held to the causal
+protocols (docs/replay.md: delivered on arrival), so they are not held to the causal
 check as the overtaken message.
 """
 

@@ -1,4 +1,4 @@
-"""The compiled replay engine: `replay_engine`'s model as one Numba event loop (DESIGN §4).
+"""The compiled replay engine: `replay_engine`'s model as one Numba event loop (docs/replay.md).
 
 `replay_engine` is the reference: plain Python, one object per message, easy
 to read against the seeds. This module runs the same model, event for event,

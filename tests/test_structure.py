@@ -19,6 +19,7 @@ that names them; once one is gone, the test fails until it is taken off the list
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -357,3 +358,56 @@ def test_the_walk_finds_a_planted_circle_an_upward_import_and_a_long_module(
     ]
     assert oversized(tmp_path) == ["causal_spark.app.stages"]
     assert kernels_importing_spark(tmp_path) == ["causal_spark.clocks.kernel"]
+
+
+# ---- citations: what the product names must ship with it -----------------------------------
+
+# the contract and the source texts live outside the repository: cite the docs page that
+# writes the definition out, or the paper by its authors (docs/replay.md lists the texts)
+UNSHIPPED = re.compile(r"DESIGN §|\bDESIGN\b|seed \d\d\d|seeds/|HOUSE\.md|STYLE\.md")
+DOCS_PAGE = re.compile(r"\bdocs/[\w-]+\.md\b")
+
+
+def _shipped_texts(root: Path = ROOT) -> Iterable[Path]:
+    for pattern in (
+        "causal_spark/**/*.py",
+        "jobs/*.py",
+        "bench/*.py",
+        "conf/*.yml",
+        "schemas/*.json",
+    ):
+        yield from sorted(root.glob(pattern))
+
+
+def unshipped_citations(root: Path = ROOT) -> list[str]:
+    """`path:line` of every mention of a document the project does not ship."""
+    found = []
+    for path in _shipped_texts(root):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if UNSHIPPED.search(line) or any(
+                not (root / page).is_file() for page in DOCS_PAGE.findall(line)
+            ):
+                found.append(f"{path.relative_to(root)}:{number}")
+    return found
+
+
+def test_the_product_cites_only_what_ships_with_it() -> None:
+    assert unshipped_citations() == []
+
+
+def test_the_citation_check_finds_what_it_forbids(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "clocks.md").write_text("# clocks\n")
+    _write(
+        tmp_path,
+        {
+            "causal_spark/a.py": '"""Clocks (docs/clocks.md)."""\n',
+            "causal_spark/b.py": '"""Crowns (seed 000 §4.2)."""\nx = 1  # DESIGN §3\n',
+            "causal_spark/c.py": '"""Replay (docs/replay.md)."""\n',
+        },
+    )
+    assert unshipped_citations(tmp_path) == [
+        "causal_spark/b.py:1",
+        "causal_spark/b.py:2",
+        "causal_spark/c.py:1",
+    ]

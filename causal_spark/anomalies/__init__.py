@@ -1,4 +1,4 @@
-"""Anomalies (DESIGN §3, §5): violations with witness chains, crowns, the order class of a trace.
+"""Anomalies (docs/anomalies.md): violations with witness chains, crowns, a trace's order class.
 
 Grouped Arrow UDFs over the clocked tables, each a thin adapter around a
 compiled kernel (no Spark in the kernels):

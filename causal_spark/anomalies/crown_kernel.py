@@ -1,10 +1,11 @@
-"""Sequential kernels of the detector (DESIGN §3): the crown components of one trace.
+"""Sequential kernels of the detector (docs/anomalies.md): the crown components of one trace.
 
 Pure NumPy in, NumPy out, compiled with Numba; no Spark here. Callers sort the
 group's rows first, so the answer does not depend on how Spark partitioned
 the data.
 
-Crowns (seed 000 §4.2): contract each send event with the receives of its
+Crowns (Mattern & Fünfroeken, "A Non-Blocking Lightweight Implementation of Causal
+Order Message Delivery", §4.2): contract each send event with the receives of its
 messages into one node; process-local order between consecutive message
 events gives the edges. The strongly connected components with more than one
 node are the crown components (iterative Tarjan, O(V + E)). A witness is a

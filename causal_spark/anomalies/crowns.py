@@ -1,4 +1,4 @@
-"""Crowns (DESIGN §3): the crown components of each trace and a witness crown of each.
+"""Crowns (docs/anomalies.md): the crown components of each trace and a witness crown of each.
 
 Per trace, one grouped Arrow UDF runs the kernel of
 `causal_spark.anomalies.crown_kernel`: the strongly connected components of
@@ -103,7 +103,7 @@ def find_crowns(
     events: DataFrame | None = None,
     settings: DetectSettings | None = None,
 ) -> CrownTables:
-    """`crowns` and `crown_members` of every ok trace (DESIGN §3).
+    """`crowns` and `crown_members` of every ok trace (docs/anomalies.md).
 
     delivered: `delivered_messages(...)`; budget: `DetectSettings.crown_search_budget`.
     Without `settings`, one task per trace. With them, `crown_engine` chooses: `auto` sends

@@ -1,4 +1,4 @@
-"""Crown components of traces too large for one task (DESIGN §3): the slab method.
+"""Crown components of traces too large for one task (docs/anomalies.md): the slab method.
 
 The contracted message graph has one node per send event (a multicast and its
 receives are one node) and an edge between the nodes of consecutive message

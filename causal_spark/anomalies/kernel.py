@@ -1,11 +1,12 @@
-"""Sequential kernels of the detector (DESIGN §3): overtaken messages and witness chains.
+"""Sequential kernels of the detector (docs/anomalies.md): overtaken messages and witness chains.
 
 Pure NumPy in, NumPy out, compiled with Numba; no Spark here. Each kernel
 works on one group that a grouped Arrow UDF hands it, and takes its rows in
 a deterministic order (callers sort), so its answer does not depend on how
 Spark partitioned the data.
 
-Overtaking (seed 001 §4.1, Proposition 2). Take the delivered messages received
+Overtaking (Schiper, Eggli & Sandoz, "A New Algorithm to Implement Causal Ordering",
+§4.1, Proposition 2). Take the delivered messages received
 at one process d, in receive order. For m from src != d sent at lseq s, the
 events of d before recv(m) learn of send(m) only through receives, so
 m is overtaken iff vc(prev(recv(m)))[src] >= s, i.e. iff the latest earlier

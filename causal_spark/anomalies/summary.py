@@ -1,4 +1,4 @@
-"""The `trace_summary` table and the order class of a trace (DESIGN §3, §5)."""
+"""The `trace_summary` table and the order class of a trace (docs/anomalies.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from causal_spark import columns as C
 from causal_spark.anomalies.violations import CAUSAL, FIFO
 from causal_spark.clocks.status import CLOCK_STATUS_INVALID, CLOCK_STATUS_OK
 
-# order classes, strongest first (DESIGN §3)
+# order classes, strongest first (docs/anomalies.md)
 RSC = "RSC"
 CO = "CO"
 FIFO_CLASS = "FIFO"
@@ -19,7 +19,10 @@ ORDER_CLASSES: tuple[str, ...] = (RSC, CO, FIFO_CLASS, ASYNC, INVALID)
 
 
 def order_class(status: Column, n_fifo: Column, n_causal: Column, n_crown_sccs: Column) -> Column:
-    """The strongest order class that holds (DESIGN §3): RSC ⊂ CO ⊂ FIFO ⊂ ASYNC, or INVALID."""
+    """The strongest order class that holds: RSC ⊂ CO ⊂ FIFO ⊂ ASYNC, or INVALID.
+
+    See docs/anomalies.md.
+    """
     invalid = status == CLOCK_STATUS_INVALID
     return (
         F.when(invalid, F.lit(INVALID))

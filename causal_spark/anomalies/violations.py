@@ -1,4 +1,4 @@
-"""Violations (DESIGN §3): overtaken messages and their witness chains.
+"""Violations (docs/anomalies.md): overtaken messages and their witness chains.
 
 Two grouped Arrow UDFs over the clocked tables, each a thin adapter around a
 kernel of `causal_spark.anomalies.kernel`:
@@ -211,7 +211,7 @@ def chains_of_trace(messages: pa.Table, overtaken: pa.Table) -> pa.Table:
 
 
 def find_violations(events: DataFrame, delivered: DataFrame) -> DataFrame:
-    """The `violations` table (DESIGN §3): a `causal` row per overtaken message with the
+    """The `violations` table (docs/anomalies.md): a `causal` row per overtaken message with the
     first-received overtaking message and a witness chain, a `fifo` row per message
     overtaken on its own channel.
 

@@ -115,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
                 "--incremental",
                 action="store_true",
                 help="read only files new or changed since the last committed run and "
-                "re-analyse only the traces they touch (DESIGN §6)",
+                "re-analyse only the traces they touch (docs/scheduling.md)",
             )
             p.add_argument(
                 "--prune",
@@ -569,7 +569,7 @@ EXIT_OK, EXIT_FAIL_ON, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def main(argv: Sequence[str] | None = None, session: SparkSession | None = None) -> int:
-    """Exit codes (DESIGN §6): 0 success; 1 committed, but a --fail-on condition held;
+    """Exit codes (docs/scheduling.md): 0 success; 1 committed, but a --fail-on condition held;
     2 bad usage, configuration or input, or the warehouse is held by another writer
     (nothing committed); 3 internal failure (nothing committed)."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))

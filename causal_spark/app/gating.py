@@ -1,4 +1,4 @@
-"""`--fail-on`: conditions on a run's findings that make the job exit 1 (DESIGN §6).
+"""`--fail-on`: conditions on a run's findings that make the job exit 1 (docs/scheduling.md).
 
 A condition is `NAME`, meaning `NAME > 0`, or `NAME OP N` with OP one of
 `> >= < <= = !=`; several are separated by commas (`causal,fifo,quarantine>100`).

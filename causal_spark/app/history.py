@@ -1,4 +1,4 @@
-"""Findings over time: what changed between two committed runs (DESIGN §6).
+"""Findings over time: what changed between two committed runs (docs/scheduling.md).
 
 A finding is identified by its natural key:
 - a violation by (trace, kind, overtaken message); its value is the overtaking

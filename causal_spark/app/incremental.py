@@ -1,4 +1,4 @@
-"""Input files over time: fingerprints, and what an incremental audit reads (DESIGN §6).
+"""Input files over time: fingerprints, and what an incremental audit reads (docs/scheduling.md).
 
 Every ingesting run records each input file in `runs.inputs[].files`: its path (as
 the tables' `source` column names it), size, modification time, a hash of its first
@@ -44,7 +44,7 @@ NEW, CHANGED, UNCHANGED, DELETED = "new", "changed", "unchanged", "deleted"
 
 
 class IncrementalInputError(WarehouseError):
-    """An incremental audit cannot re-analyse a trace as DESIGN §6 asks."""
+    """An incremental audit cannot re-analyse a trace as docs/scheduling.md asks."""
 
 
 @dataclass(frozen=True)

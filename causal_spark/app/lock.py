@@ -1,4 +1,4 @@
-"""One writer at a time per warehouse (DESIGN §6): a lock that names its holder.
+"""One writer at a time per warehouse (docs/scheduling.md): a lock that names its holder.
 
 The lock is an advisory `flock` on `<warehouse>/_causal/writer.lock`, so the kernel
 releases it when its holder dies, however it dies (SIGKILL included): a dead holder

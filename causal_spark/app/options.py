@@ -12,7 +12,7 @@ from causal_spark.io.readers import EVENTS, READERS
 
 
 def writer_options(p: argparse.ArgumentParser) -> None:
-    """Options of every job that writes the warehouse (DESIGN §6)."""
+    """Options of every job that writes the warehouse (docs/scheduling.md)."""
     p.add_argument(
         "--wait",
         type=float,

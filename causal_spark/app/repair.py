@@ -1,6 +1,6 @@
 """Repair at the start of a writing run: what a dead run left, undone or finished.
 
-DESIGN §6: a table version that no `runs` row names is not committed. Before a run
+docs/scheduling.md: a table version that no `runs` row names is not committed. Before a run
 does anything else (under the writer lock), `repair`:
 
 - rolls forward a run that committed every table it intended (its intent file in

@@ -3,7 +3,7 @@
 A stage is a function `(StageContext) -> None` that stages tables and adds
 counts. `run_job` holds the warehouse's writer lock, repairs what a dead run left
 (`causal_spark.app.repair`), runs the stages, and commits only after every stage
-has succeeded; the `runs` row, written last, is the commit (DESIGN §6).
+has succeeded; the `runs` row, written last, is the commit (docs/scheduling.md).
 
 Stages read their inputs as the last committed run left them (never a version no
 run committed), and every table carries a *lineage*: the run whose ingest its rows

@@ -110,7 +110,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
 
 
 def detect_stage() -> Stage:
-    """Stage `violations`, `crowns`, `crown_members` and `trace_summary` (DESIGN §3, §5)."""
+    """Stage `violations`, `crowns`, `crown_members` and `trace_summary` (docs/anomalies.md)."""
 
     def run(context: StageContext) -> None:
         settings = context.config.detect

@@ -1,4 +1,4 @@
-"""Clocks (DESIGN §2): Lamport and vector clocks of every event, at any scale.
+"""Clocks (docs/clocks.md): Lamport and vector clocks of every event, at any scale.
 
 `with_clocks` plans the work (`plan`: components of each trace's process
 graph, `components`, each cut into slabs) and hands each component to one of

@@ -50,7 +50,7 @@ class ClockResult:
 def with_clocks(
     events: DataFrame, messages: DataFrame, settings: ClockSettings | None = None
 ) -> ClockResult:
-    """`events` with `lamport` and `vc` (DESIGN §2) computed by the engine `settings` choose.
+    """`events` with `lamport` and `vc` (docs/clocks.md) computed by the engine `settings` choose.
 
     Requires the `events` and `messages` tables (columns as in schemas/).
     Output events: the `events` columns; a component whose matched ids form

@@ -1,4 +1,4 @@
-"""The sequential clock kernel (DESIGN §2): Lamport and vector clocks of a group of events.
+"""The sequential clock kernel (docs/clocks.md): Lamport and vector clocks of a group of events.
 
 Pure NumPy in, NumPy out, compiled with Numba; no Spark here. A group is a
 whole trace (component) for the per-trace engine, or one slab of it for the

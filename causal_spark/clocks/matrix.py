@@ -1,4 +1,4 @@
-"""Matrix clocks (DESIGN §2), derived rather than propagated, stored sparse.
+"""Matrix clocks (docs/clocks.md), derived rather than propagated, stored sparse.
 
 mc(e)[i][j] = the number of messages from i to j whose send happens before e
 or is e. Process i's events that happen before-or-are e are exactly its first

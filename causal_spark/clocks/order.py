@@ -1,4 +1,4 @@
-"""Happened-before from vector clocks (DESIGN §2), as Column helpers, SQL functions and cones.
+"""Happened-before from vector clocks (docs/clocks.md), as Column helpers, SQL functions and cones.
 
 e happens before f iff e != f and vc(f)[pidx(e)] >= lseq(e): one array
 lookup, so any pair of events of a trace can be compared in a join or a SQL

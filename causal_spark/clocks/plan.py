@@ -1,4 +1,4 @@
-"""Planning the clocks (DESIGN §2): units, slabs and receive links, shared by both engines.
+"""Planning the clocks (docs/clocks.md): units, slabs and receive links, shared by both engines.
 
 The unit of work is a *component*: the processes of one trace that exchange
 messages with one another (connected components of the trace's process graph,

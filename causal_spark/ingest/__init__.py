@@ -1,4 +1,4 @@
-"""Ingest: raw rows -> `events`, `messages`, `quarantine` (DESIGN §1).
+"""Ingest: raw rows -> `events`, `messages`, `quarantine` (docs/ingest.md).
 
 Every raw row ends in exactly one place: accepted rows become events (a
 multicast group of send rows is one event) and message ends; rejected rows
@@ -129,7 +129,7 @@ def ingest(
     inputs: Inputs,
     reread: Callable[[Sequence[int]], DataFrame] | None = None,
 ) -> Ingested:
-    """Raw rows -> `events`, `messages` and `quarantine` (DESIGN §1).
+    """Raw rows -> `events`, `messages` and `quarantine` (docs/ingest.md).
 
     `raw` holds the raw rows of `inputs`' files; `reread(file_ids)` reads the raw rows of
     some files again (to fetch the text of rows a later rule rejects; default: `raw`

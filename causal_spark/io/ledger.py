@@ -1,4 +1,4 @@
-"""The `runs` table as the warehouse's commit record (DESIGN §6).
+"""The `runs` table as the warehouse's commit record (docs/scheduling.md).
 
 A run commits its tables one Delta transaction each, then appends its `runs` row:
 that row is the commit. A table version that no `runs` row names is not committed;

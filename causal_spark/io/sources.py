@@ -1,7 +1,7 @@
 """Input discovery: the files under the paths a user gave, each with its reader.
 
 `discover_inputs` turns the paths a user gave into files, each with the reader
-that reads it, its default trace id (DESIGN §1: the file's path under the
+that reads it, its default trace id (docs/ingest.md: the file's path under the
 folder given, without extension; the stem of a file given directly; a Delta
 table's name) and a fingerprint (size, modification time, a hash of its first
 and last blocks). Files that no reader takes are listed, never dropped without
@@ -84,7 +84,10 @@ def _is_delta_table(path: Path) -> bool:
 
 
 def fingerprint_of(path: str, size: int, mtime_ns: int) -> str:
-    """size, modification time, and a hash of the file's first and last blocks (DESIGN §6)."""
+    """size, modification time, and a hash of the file's first and last blocks.
+
+    See docs/scheduling.md.
+    """
     digest = hashlib.sha256(f"{size}\0{mtime_ns}\0".encode())
     with open(path, "rb") as fh:
         digest.update(fh.read(_FINGERPRINT_BLOCK))

@@ -1,4 +1,4 @@
-"""The delivery protocols of the source texts, one module each, by name (DESIGN §4)."""
+"""The delivery protocols of the source texts, one module each, by name (docs/replay.md)."""
 
 from __future__ import annotations
 

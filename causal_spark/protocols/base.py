@@ -1,4 +1,4 @@
-"""What a delivery protocol is to the replay engine (DESIGN §4).
+"""What a delivery protocol is to the replay engine (docs/replay.md).
 
 A protocol sits between the network and a process. The engine owns time, the
 network, the programs and the bookkeeping; a protocol owns its state
@@ -39,8 +39,8 @@ class Protocol:
     """The default: deliver on arrival, no piggyback, no control traffic (`none`)."""
 
     name: ClassVar[str] = "none"
-    source: ClassVar[str] = "DESIGN §4: the recorded system, every message delivered on arrival"
-    # which check the replayed execution must pass (DESIGN §4, "Invariant")
+    source: ClassVar[str] = "docs/replay.md: the recorded system, each message delivered on arrival"
+    # which check the replayed execution must pass (docs/replay.md, "Invariant")
     causal: ClassVar[bool] = False
     fifo: ClassVar[bool] = False
     total_order: ClassVar[bool] = False

@@ -1,11 +1,11 @@
-"""`bss`: Birman-Schiper-Stephenson vector-timestamp causal broadcast (seed 004, ISIS CBCAST).
+"""`bss`: Birman-Schiper-Stephenson vector-timestamp causal broadcast (ISIS CBCAST).
 
 "When pi multicasts a new message, it first increments VT[i] by 1. Then it
 piggybacks the value vt = VTi on the message." A message from pi is held
 back at pj until vt[i] = VTj[i] + 1 and VTj[k] >= vt[k] for k != i; on
 delivery VTj = merge(VTj, vt). Liveness needs "all members of the group are
 destinations for every message", so the protocol applies only to traces
-whose every send event goes to all other processes (DESIGN §4); elsewhere
+whose every send event goes to all other processes (docs/replay.md); elsewhere
 the run is `not_applicable` and says which send breaks the rule.
 """
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 class Bss(Protocol):
     name = "bss"
-    source = "seed 004: ISIS CBCAST vector timestamps (Birman-Schiper-Stephenson)"
+    source = "Birman, Schiper & Stephenson: ISIS CBCAST vector timestamps"
     causal = True
 
     def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:

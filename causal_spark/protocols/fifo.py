@@ -1,8 +1,11 @@
-"""`fifo`: per-channel sequence numbers (seed 000 §2; seed 003 §12.1).
+"""`fifo`: per-channel sequence numbers (Mattern & Fünfroeken §2; Garg §12.1).
+
+Source: Mattern & Fünfroeken, "A Non-Blocking Lightweight Implementation of Causal Order
+Message Delivery", §2; Garg, "Message Ordering" (chapter 12), §12.1.
 
 "A FIFO-ordered computation is implemented generally by using sequence
 numbers for messages ... When a message is received out of order, its
-processing must be delayed" (seed 003 §12.1). Each copy carries one integer,
+processing must be delayed" (Garg §12.1). Each copy carries one integer,
 its number on its channel; the receiver delivers copy k of channel j -> i
 once it has delivered copies 1..k-1.
 """
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 
 class Fifo(Protocol):
     name = "fifo"
-    source = "seed 000 §2, seed 003 §12.1: per-channel sequence numbers"
+    source = "Mattern & Fünfroeken §2, Garg §12.1: per-channel sequence numbers"
     fifo = True
 
     def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:

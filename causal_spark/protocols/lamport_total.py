@@ -1,4 +1,6 @@
-"""`lamport_total`: Lamport's algorithm for total order (seed 003 §12.3.2).
+"""`lamport_total`: Lamport's algorithm for total order (Garg §12.3.2).
+
+Source: Garg, "Message Ordering" (chapter 12), §12.3.2.
 
 "To send a broadcast message, a process sends a timestamped message to all
 processes including itself ... On receiving a broadcast message, the message
@@ -7,7 +9,7 @@ is returned. A process can mark a message as deliverable if its timestamp is
 smallest in the request queue and the process has received acknowledgments
 from all other processes ... it informs all other processes that the message
 is deliverable ... On receiving this notification, the corresponding message
-is delivered." As DESIGN §4 fixes it: channels are FIFO at the transport
+is delivered." As docs/replay.md fixes it: channels are FIFO at the transport
 level; every send event goes to every process (copies to non-destinations
 are control messages), acks and releases are control messages.
 
@@ -49,7 +51,7 @@ Key = tuple[int, int]  # (timestamp, sender)
 
 class LamportTotal(Protocol):
     name = "lamport_total"
-    source = "seed 003 §12.3.2: Lamport's algorithm for total order"
+    source = "Garg §12.3.2: Lamport's algorithm for total order"
     total_order = True
     fifo_transport = True
 

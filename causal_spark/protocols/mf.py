@@ -1,4 +1,7 @@
-"""`mf`: Mattern-Fünfroeken input/output buffers with acknowledgements (seed 000 §3).
+"""`mf`: Mattern-Fünfroeken input/output buffers with acknowledgements (Mattern & Fünfroeken §3).
+
+Source: Mattern & Fünfroeken, "A Non-Blocking Lightweight Implementation of Causal Order
+Message Delivery", §3.
 
 "To send a message, the sender process Pi hands the message to its dedicated
 output buffer OBi and continues with its computation ... an output buffer
@@ -7,7 +10,7 @@ acknowledgement for its previously sent message" (§3.1). "When a message
 arrives at the receiver's input buffer, the buffer immediately sends back an
 acknowledgement" and the process takes messages from the FIFO input buffer
 in the order they were inserted (§3.2). No integers are piggybacked; every
-copy costs one acknowledgement (a control message, DESIGN §4).
+copy costs one acknowledgement (a control message, docs/replay.md).
 
 Point-to-point: a multicast's copies enter the output buffer one after
 another in destination order. With a selective receive, the process can
@@ -45,12 +48,12 @@ if TYPE_CHECKING:
 
 class Mf(Protocol):
     name = "mf"
-    source = "seed 000 §3 (Mattern-Fünfroeken): FIFO output/input buffers with acknowledgements"
+    source = "Mattern & Fünfroeken §3: FIFO output/input buffers with acknowledgements"
     causal = True
     point_to_point = True
     params: ClassVar[Mapping[str, str]] = {
         "no_wait_same_receiver": "post the next copy to the same receiver without waiting "
-        "for the previous acknowledgement (seed 000 footnote 4; FIFO channels)"
+        "for the previous acknowledgement (Mattern & Fünfroeken footnote 4; FIFO channels)"
     }
 
     def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:

@@ -1,4 +1,4 @@
-"""`none`: deliver on arrival, the recorded system (DESIGN §4).
+"""`none`: deliver on arrival, the recorded system (docs/replay.md).
 
 Replaying it must reproduce the recorded execution exactly (same delivery
 order, same times); the engine verifies that on every run of an unskewed trace.
@@ -18,7 +18,7 @@ from causal_spark.replay_loop import CompiledTrace
 
 class NoProtocol(Protocol):
     name = "none"
-    source = "DESIGN §4: deliver on arrival (the recorded system)"
+    source = "docs/replay.md: deliver on arrival (the recorded system)"
 
 
 # ---- compiled form (causal_spark.replay_loop): every hook is the loop's default ----------

@@ -1,4 +1,8 @@
-"""`rst`: the Raynal-Schiper-Toueg matrix protocol (seed 003 §12.2, Fig. 12.2/12.4; seed 002 §3).
+"""`rst`: the Raynal-Schiper-Toueg matrix protocol (Garg §12.2; Sánchez & Álvarez §3).
+
+Source: Garg, "Message Ordering" (chapter 12), §12.2, Fig. 12.2 and 12.4; Sánchez &
+Álvarez, "A lightweight asynchronous algorithm for causal delivery using extra message
+insertion", §3.
 
 Each process keeps M, M[j][k] = the messages from j to k it knows of. "To
 send a message to Pj: M[i,j] := M[i,j] + 1; piggyback M". A multicast first
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
 
 class Rst(Protocol):
     name = "rst"
-    source = "seed 003 §12.2 Fig. 12.2/12.4 (Raynal-Schiper-Toueg); seed 002 §3"
+    source = "Garg §12.2 Fig. 12.2/12.4 (Raynal-Schiper-Toueg); Sánchez & Álvarez §3"
     causal = True
 
     def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:

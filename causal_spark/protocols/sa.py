@@ -1,7 +1,10 @@
-"""`sa`: Sánchez-Álvarez sparse matrix with threshold k and extra messages (seed 002 §3).
+"""`sa`: Sánchez-Álvarez sparse matrix with threshold k and extra messages (Sánchez & Álvarez §3).
+
+Source: Sánchez & Álvarez, "A lightweight asynchronous algorithm for causal delivery
+using extra message insertion", §3.
 
 Process Pi keeps a matrix M of constraints and DELIV[j], the messages from
-Pj it delivered. The seed's rules, with DESIGN §4's choices:
+Pj it delivered. The paper's rules, with the choices of docs/replay.md:
 - a message to Pj carries M with "M_m[-, j]" the constraints Pj must meet;
   then column j is zeroed except M[i, j], incremented for the message. A
   multicast copy to d carries column d as it was before the send and the
@@ -10,7 +13,7 @@ Pj it delivered. The seed's rules, with DESIGN §4's choices:
   increments DELIV_j[i] and takes M[-, l] := max(M[-, l], W[-, l]) for
   l != j (its own column stays zero);
 - after every send and delivery, while M has at least k non-zero entries
-  (default k = n + 1, the seed's particular case; n < k <= n^2), an extra
+  (default k = n + 1, the paper's particular case; n < k <= n^2), an extra
   message takes the fullest column j (ties: lowest pidx) to Pj, which
   delivers it under the same condition (it only counts in DELIV), and the
   column is reset to M[i, j] + 1.
@@ -46,7 +49,7 @@ Sparse = dict[tuple[int, int], int]
 
 class Sa(Protocol):
     name = "sa"
-    source = "seed 002 §3 (Sánchez-Álvarez): sparse matrix, threshold k, extra messages"
+    source = "Sánchez & Álvarez §3: sparse matrix, threshold k, extra messages"
     causal = True
     params: ClassVar[Mapping[str, str]] = {
         "k": "threshold of non-zero entries (default n + 1; n < k <= n^2)"
@@ -70,7 +73,7 @@ class Sa(Protocol):
     def not_applicable(self) -> str | None:
         n = self.engine.n
         if self.k <= n:
-            return f"sa.k = {self.k} must exceed n = {n} (seed 002 §3: n < k <= n^2)"
+            return f"sa.k = {self.k} must exceed n = {n} (Sánchez & Álvarez §3: n < k <= n^2)"
         return None
 
     def send(self, p: int, copies: list[int], t: float) -> bool:
@@ -146,7 +149,7 @@ def _reset_column(matrix: Sparse, p: int, column: int, own: int) -> None:
 
 # ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
 #
-# State, for n processes (seed 002 §3, as the reference class above):
+# State, for n processes (Sánchez & Álvarez §3, as the reference class above):
 # - k[0]: the threshold of non-zero entries;
 # - matrix[p]: M of Pi, dense (n x n x n); every entry the reference holds is >= 1,
 #   so 0 stands for an absent entry and the non-zero count is the dict's size;
@@ -183,7 +186,8 @@ def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, st
         extras,
     )
     if threshold <= n:
-        return state, f"sa.k = {threshold} must exceed n = {n} (seed 002 §3: n < k <= n^2)", False
+        why = f"sa.k = {threshold} must exceed n = {n} (Sánchez & Álvarez §3: n < k <= n^2)"
+        return state, why, False
     return state, None, False
 
 

@@ -1,9 +1,11 @@
-"""`sequencer`: total order through a central sequencer (seed 003 §12.3.1).
+"""`sequencer`: total order through a central sequencer (Garg §12.3.1).
+
+Source: Garg, "Message Ordering" (chapter 12), §12.3.1.
 
 "A process that wants to multicast a message simply sends it to the
 coordinator ... the coordinator will simply multicast the message ... Since
 all multicast messages originate from the coordinator, and the channels are
-FIFO, the total-order property holds." As DESIGN §4 fixes it: the sequencer
+FIFO, the total-order property holds." As docs/replay.md fixes it: the sequencer
 is the first process by name (parameter `process`); a send event of another
 process sends one control request to it (one integer per destination); the
 sequencer relays the copies, each with its recorded latency, numbered per
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 
 class Sequencer(Protocol):
     name = "sequencer"
-    source = "seed 003 §12.3.1: centralized sequencer"
+    source = "Garg §12.3.1: centralized sequencer"
     total_order = True
     params: ClassVar[Mapping[str, str]] = {
         "process": "the sequencer's process name (default: the first by name)"

@@ -1,7 +1,9 @@
-"""`ses`: Schiper-Eggli-Sandoz with (destination, vector time) pairs (seed 001 §4.2).
+"""`ses`: Schiper-Eggli-Sandoz with (destination, vector time) pairs (Schiper, Eggli & Sandoz §4.2).
+
+Source: Schiper, Eggli & Sandoz, "A New Algorithm to Implement Causal Ordering", §4.2.
 
 Each site S keeps a vector time and ORD_BUFF_S, at most one pair (S', VT)
-per other site. Rules, by the seed's sections and DESIGN §4:
+per other site. Rules, by the paper's sections and docs/replay.md:
 - vector time ticks on each send event and each delivery (not on internal
   events); a send event's copies carry VT(M), the time after its tick;
 - emission (§4.2.1): a copy carries ORD_BUFF_S as it was before the send;
@@ -45,7 +47,7 @@ def _sup(a: Vector, b: Vector) -> Vector:
 
 class Ses(Protocol):
     name = "ses"
-    source = "seed 001 §4.2 (Schiper-Eggli-Sandoz): ORD_BUFF pairs (site, vector time)"
+    source = "Schiper, Eggli & Sandoz §4.2: ORD_BUFF pairs (site, vector time)"
     causal = True
 
     def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:
@@ -101,7 +103,7 @@ class Ses(Protocol):
 
 # ---- compiled form (causal_spark.replay_loop) ---------------------------------------------
 #
-# State, for n processes (seed 001 §4.2, as the reference class above):
+# State, for n processes (Schiper, Eggli & Sandoz §4.2, as the reference class above):
 # - time[p]: VT(p), the vector time of site p (n x n);
 # - has[p, s], pairs[p, s]: ORD_BUFF_p, whether it holds a pair for site s and that
 #   pair's vector time (n x n and n x n x n; a pair is absent when has is 0);

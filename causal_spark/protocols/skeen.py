@@ -1,4 +1,6 @@
-"""`skeen`: Skeen's algorithm for total order of multicasts (seed 003 §12.3.3).
+"""`skeen`: Skeen's algorithm for total order of multicasts (Garg §12.3.3).
+
+Source: Garg, "Message Ordering" (chapter 12), §12.3.3.
 
 "To send a multicast message, a process sends a timestamped message to all
 the destination processes. On receiving a message, a process marks it as
@@ -10,7 +12,7 @@ receiving the final timestamp of a message, it is marked as deliverable. A
 deliverable message is delivered to the site if it has the smallest
 timestamp in the message queue."
 
-As DESIGN §4 fixes it: propose and final are control messages (one integer
+As docs/replay.md fixes it: propose and final are control messages (one integer
 each), and a process's Lamport clock advances on sends, on receiving a copy
 (max + 1) and on a final (max). Ties between equal timestamps go to the lower
 (sender, send lseq). A copy carries one integer, its send timestamp. When the
@@ -37,7 +39,7 @@ Group = tuple[int, int]  # (sender, send lseq): one multicast
 
 class Skeen(Protocol):
     name = "skeen"
-    source = "seed 003 §12.3.3: Skeen's algorithm"
+    source = "Garg §12.3.3: Skeen's algorithm"
     total_order = True
 
     def __init__(self, engine: Engine, params: Mapping[str, str]) -> None:

@@ -1,4 +1,7 @@
-"""`sync`: blocking send until the receiver takes the message and the ack returns (seed 000 §2).
+"""`sync`: a blocking send, until the receiver takes the message and the ack returns.
+
+Source: Mattern & Fünfroeken, "A Non-Blocking Lightweight Implementation of Causal Order
+Message Delivery", §2, Fig. 1 and 3.
 
 "In synchronous systems, deadlocks occur in situations like the one depicted
 in Fig. 1, where each process is waiting for the delivery of its own message
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
 
 class Sync(Protocol):
     name = "sync"
-    source = "seed 000 §2, Fig. 1 and 3: synchronous (blocking) send with acknowledgement"
+    source = "Mattern & Fünfroeken §2, Fig. 1 and 3: blocking send with acknowledgement"
     causal = True
     point_to_point = True
 

@@ -5,7 +5,7 @@ the extensions it claims, a `sniff` that recognises its files by their first
 bytes (for `--format auto` where the extension does not decide), and `read`.
 
 Our own row format has four readers (`events`: JSON lines, CSV, Parquet, Delta).
-The logs other tools record (DESIGN §1b: ShiViz/GoVector, DistributedClocks
+The logs other tools record (docs/formats.md: ShiViz/GoVector, DistributedClocks
 tracing, Zipkin, Jaeger, OpenTelemetry) have one module each; `NativeReader`
 puts each behind the same contract (their rows name a file by its path, ours by
 its id). See docs/formats.md.

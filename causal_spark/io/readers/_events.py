@@ -3,9 +3,9 @@
 Shared by the readers whose records do not map one-to-one to events (ShiViz
 inference, spans): one logged event that receives k messages becomes k receive
 events at its place, then, if it sends, send events; all keep the logged event's
-`seq` and are told apart and ordered by `sub` (DESIGN §1b).
+`seq` and are told apart and ordered by `sub` (docs/formats.md).
 
-A send event holds at most one message per destination (DESIGN §1: a second
+A send event holds at most one message per destination (docs/ingest.md: a second
 copy to the same destination would be a `duplicate_event`), so sends that repeat
 a destination go to a further send event: the i-th message to each destination
 is in the i-th send event.

@@ -1,6 +1,6 @@
 """The raw-row contract every native-format reader returns, and helpers they share.
 
-A reader turns files into *raw rows*: strings for every input field of DESIGN §1
+A reader turns files into *raw rows*: strings for every input field of docs/ingest.md
 (typing and the ingest rules happen later, in ingest), plus where each row came
 from. One input *record* (a ShiViz match, a JSON line, one span) yields one or
 more rows; a record the reader cannot use yields one row with `parse_error` set.
@@ -9,14 +9,14 @@ Columns (`RAW_SCHEMA`, in this order):
 
 - `source` string: the file's absolute local path;
 - `line` long: 1-based line where the record starts (for one JSON document: the
-  record's 1-based index in it, DESIGN §1b);
+  record's 1-based index in it, docs/formats.md);
 - `record` long: 1-based number of the record among the records that start on
   the same line (1 everywhere except OTLP JSON lines, where one line holds many
   spans): (source, line, record) names one input record, so a file's record
   count is the number of distinct (line, record) pairs among its rows;
 - `raw` string: the record's text;
 - `trace_id`, `process`, `seq`, `kind`, `msg_id`, `peer`, `ts`, `size_bytes`,
-  `label`: strings or null (DESIGN §1 fields; `ts` in seconds; a null trace_id
+  `label`: strings or null (docs/ingest.md fields; `ts` in seconds; a null trace_id
   means the file's default trace id);
 - `trace_suffix` string: appended to the default trace id with `:` (ShiViz
   executions split by a delimiter), else null;

@@ -1,7 +1,7 @@
 """Recorded vector clocks (ShiViz, DistributedClocks tracing): parsing and the checks.
 
 A log that records vector clocks names each event by its host's own clock entry.
-DESIGN §1b: the own entry must start at 1 and rise by exactly 1 per event of the
+docs/formats.md: the own entry must start at 1 and rise by exactly 1 per event of the
 host; a record that breaks this, whose clock is not JSON, or whose clock names an
 unknown host or a count beyond that host's events is rejected `bad_clock`.
 

@@ -1,4 +1,4 @@
-"""DistributedClocks `tracing` JSON lines (TraceChecker's input; DESIGN §1b).
+"""DistributedClocks `tracing` JSON lines (TraceChecker's input; docs/formats.md).
 
 One JSON object per line: `TracerIdentity` (the process), `VectorClock` (the
 recorded clock, keyed by process), `Tag`, `TraceID`, `Body`. Files split across

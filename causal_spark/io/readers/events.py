@@ -1,4 +1,4 @@
-"""Our own row format (DESIGN §1): JSON Lines, CSV with a header, Parquet, a Delta table.
+"""Our own row format (docs/ingest.md): JSON Lines, CSV with a header, Parquet, a Delta table.
 
 Text files (JSON Lines, CSV, and their `.gz`) are read by Spark's text source in
 parallel splits (a `.gz` file is one split: gzip cannot be cut). A row's line

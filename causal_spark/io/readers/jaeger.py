@@ -1,4 +1,4 @@
-"""Jaeger JSON (DESIGN §1b): the query API / UI export `{"data": [trace, ...]}`.
+"""Jaeger JSON (docs/formats.md): the query API / UI export `{"data": [trace, ...]}`.
 
 The schema is jaegertracing/jaeger `internal/uimodel/model.go` (the UI model the
 query API returns): a trace is {traceID, spans, processes}; a span has traceID,

@@ -1,7 +1,7 @@
-"""OTLP JSON (DESIGN §1b): `ExportTraceServiceRequest`s, one per file or one per line.
+"""OTLP JSON (docs/formats.md): `ExportTraceServiceRequest`s, one per file or one per line.
 
 The schema is open-telemetry/opentelemetry-proto `opentelemetry/proto/trace/v1/
-trace.proto` with the OTLP JSON encoding of `docs/specification.md`: lowerCamelCase
+trace.proto` with the OTLP JSON encoding its specification gives: lowerCamelCase
 keys, trace and span ids as hex strings (case-insensitive), enums as integers
 (the names, e.g. `SPAN_KIND_SERVER`, are accepted too), 64-bit integers as
 decimal strings or numbers. A request holds `resourceSpans` [{resource

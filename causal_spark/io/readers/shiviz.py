@@ -1,4 +1,4 @@
-"""ShiViz / GoVector text logs (DESIGN §1b): a regex per event, messages from clock deltas.
+"""ShiViz / GoVector text logs (docs/formats.md): a regex per event, messages from clock deltas.
 
 Reading. A file is one task (the parser regex may span lines): its text is
 matched in order with the parser regex (ShiViz's `m` flag: `^`/`$` at line

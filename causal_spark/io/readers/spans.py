@@ -1,4 +1,4 @@
-"""Spans (Zipkin, Jaeger, OTLP) -> events and messages (DESIGN §1b), shared by the three.
+"""Spans (Zipkin, Jaeger, OTLP) -> events and messages (docs/formats.md), shared by the three.
 
 Each format's reader parses its files into *span records* (`SPAN_SCHEMA`); this
 module pairs them. For each span:

@@ -1,4 +1,4 @@
-"""Zipkin v2 JSON (DESIGN §1b): a JSON array of spans, or an array of such arrays.
+"""Zipkin v2 JSON (docs/formats.md): a JSON array of spans, or an array of such arrays.
 
 The schema is openzipkin/zipkin-api `zipkin2-api.yaml` (Span, Endpoint):
 `traceId`, `id`, `parentId`, `kind` (CLIENT, SERVER, PRODUCER, CONSUMER, absent:
