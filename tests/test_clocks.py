@@ -348,6 +348,7 @@ def test_a_long_cyclic_ping_pong_is_invalid_under_both_engines(
     assert find_violations(clocked, delivered_messages(messages, status)).count() == 0
 
 
+@pytest.mark.slow
 def test_detect_marks_a_cyclic_trace_of_the_distributed_engine_invalid(
     spark: SparkSession, tmp_path: Path
 ) -> None:
