@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from chispa import assert_df_equality
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,12 +22,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark import tables
+from causal_spark.anomalies import delivered_messages, find_violations
+from causal_spark.app.cli import main
 from causal_spark.clocks import trace_clock_status, with_clocks
 from causal_spark.clocks.components import connected_components
 from causal_spark.clocks.kernel import (
     CausalCycleError,
     GroupShapeError,
     Seeds,
+    cycle_witness,
     export_clocks,
     group_clocks,
     vector_clocks,
@@ -41,9 +46,10 @@ from causal_spark.clocks.units_kernel import (
 )
 from causal_spark.config import ClockSettings
 from causal_spark.sinks import FileWriter
-from tests.conftest import SAMPLES
-from tests.helpers import ingest_paths, spark_jobs
+from tests.conftest import ROOT, SAMPLES, read_delta
+from tests.helpers import ingest_paths, spark_jobs, write_jsonl
 from tests.random_traces import Trace, brute_clocks, frames, random_trace
+from tests.reference_order import happened_before_sets
 
 ENGINES = {
     "per_trace": ClockSettings(engine="per_trace"),
@@ -146,6 +152,59 @@ def test_random_traces_match_the_transitive_closure(
         assert_matches_brute_force([e for e in clocked if e.trace_id == trace.trace_id], trace)
 
 
+def with_injected_cycle(trace: Trace, rng: random.Random) -> Trace | None:
+    """`trace` with the receive ends of two delivered messages to one process swapped, so
+    that the earlier receive now takes a message sent after it: a causal cycle. None when
+    no two messages to one process allow it."""
+    future = happened_before_sets(trace.lengths(), trace.delivered())
+    into: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in trace.messages:
+        if m["status"] == "delivered":
+            into[m["dst"]].append(m)
+    pairs = [
+        (i, j)
+        for ms in into.values()
+        for i in ms
+        for j in ms
+        if (j["src"], j["send_lseq"]) in future[(i["dst"], i["recv_lseq"])]
+    ]
+    if not pairs:
+        return None
+    first, second = rng.choice(pairs)
+    broken = copy.deepcopy(trace)
+    ids = {first["msg_id"]: second["recv_lseq"], second["msg_id"]: first["recv_lseq"]}
+    for m in broken.messages:
+        if m["msg_id"] in ids:
+            m["recv_lseq"] = ids[m["msg_id"]]
+    return broken
+
+
+@pytest.fixture(scope="module")
+def cyclic_set(spark: SparkSession) -> tuple[set[str], DataFrame, DataFrame]:
+    """Random traces, most with an injected causal cycle (the ids of those), some intact."""
+    rng = random.Random(20261124)
+    traces, broken = [], set()
+    for i in range(12):
+        trace = random_trace(
+            rng,
+            f"c{i:02d}",
+            n_procs=rng.randint(2, 6),
+            n_steps=rng.randint(30, 140),
+            groups=rng.choice([1, 1, 2]),
+        )
+        cyclic = with_injected_cycle(trace, rng) if i % 4 else None
+        if cyclic is not None:
+            broken.add(trace.trace_id)
+        traces.append(cyclic or trace)
+    assert len(broken) >= 6, broken
+    events, messages = frames(spark, traces)
+    return broken, events.localCheckpoint(), messages.localCheckpoint()
+
+
+# trace_clocks without the columns that name the engine
+STATUS_COLUMNS = ["trace_id", "n_processes", "n_events", "n_components", "status", "cycle"]
+
+
 @pytest.mark.parametrize(
     ("slab_events", "timed", "sources"),
     [(3, True, 1), (17, True, 1), (60, True, 1), (17, False, 1), (17, True, 3)],
@@ -153,14 +212,20 @@ def test_random_traces_match_the_transitive_closure(
 )
 def test_both_engines_give_identical_tables(
     random_set: tuple[list[Trace], DataFrame, DataFrame],
+    cyclic_set: tuple[set[str], DataFrame, DataFrame],
     slab_events: int,
     timed: bool,
     sources: int,
 ) -> None:
     """Slabs are time bands when every event has `ts`, equal lseq shares otherwise. With
     several sources per process (the per-trace engine ships them as codes, the distributed
-    one as strings) and some null labels, every column still agrees."""
+    one as strings) and some null labels, every column still agrees. Traces with an injected
+    causal cycle (issue 17) are INVALID under both, with null clocks and the same witness,
+    and the other traces' rows are unaffected."""
     _, events, messages = random_set
+    broken, cyclic_events, cyclic_messages = cyclic_set
+    events = events.unionByName(cyclic_events)
+    messages = messages.unionByName(cyclic_messages)
     if not timed:
         events = events.withColumn("ts", F.lit(None).cast("double"))
     if sources > 1:
@@ -169,11 +234,29 @@ def test_both_engines_give_identical_tables(
         events = events.withColumn(
             "label", F.when(F.col("lseq") % 2 == 0, F.lit("even")).otherwise(F.col("label"))
         )
-    one = with_clocks(events, messages, ENGINES["per_trace"]).events
-    many = with_clocks(
-        events, messages, ClockSettings(engine="distributed", slab_events=slab_events)
-    ).events
+    tables_of = {}
+    for name, chosen in (
+        ("per_trace", ENGINES["per_trace"]),
+        ("distributed", ClockSettings(engine="distributed", slab_events=slab_events)),
+    ):
+        result = with_clocks(events, messages, chosen)
+        clocked = result.events.localCheckpoint()
+        status = trace_clock_status(clocked, events, messages, result.plan).localCheckpoint()
+        tables_of[name] = (clocked, status)
+    (one, one_status), (many, many_status) = tables_of["per_trace"], tables_of["distributed"]
     assert_df_equality(one, many, ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(
+        one_status.select(*STATUS_COLUMNS),
+        many_status.select(*STATUS_COLUMNS),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+    invalid = {r.trace_id: r.cycle for r in many_status.where("status = 'INVALID'").collect()}
+    assert set(invalid) == broken
+    assert all(len(cycle) >= 1 for cycle in invalid.values())
+    assert many_status.where("status = 'ok'").count() == many_status.count() - len(broken)
+    nulls = many.where(F.col("vc").isNull()).select("trace_id").distinct().collect()
+    assert {r.trace_id for r in nulls} == broken
 
 
 def ping_pong(trace_id: str, messages: int) -> Trace:
@@ -218,6 +301,75 @@ def ping_pong(trace_id: str, messages: int) -> Trace:
             }
         )
     return trace
+
+
+def cyclic_ping_pong_rows(exchanges: int = 599) -> list[dict[str, Any]]:
+    """Input rows of a two-process ping-pong of `exchanges` messages, 2 * exchanges + 4 events,
+    with a causal cycle from its first event to its last (issue 17's 1 202-event trace): a
+    receives X, sends a0, then the ping-pong runs; b ends by receiving a0 and sending X.
+    With time slabs the cycle crosses every slab border. Its witness: a's receive of X
+    waits on b's last event, b's first receive (m0) on a's send of m0."""
+    rows: list[dict[str, Any]] = [
+        {"process": "a", "kind": "receive", "msg_id": "X", "peer": "b", "ts": 0.0},
+        {"process": "a", "kind": "send", "msg_id": "a0", "peer": "b", "ts": 0.1},
+    ]
+    for i in range(exchanges):
+        src, dst = ("a", "b") if i % 2 == 0 else ("b", "a")
+        rows.append({"process": src, "kind": "send", "msg_id": f"m{i}", "peer": dst, "ts": 1.0 + i})
+        rows.append(
+            {"process": dst, "kind": "receive", "msg_id": f"m{i}", "peer": src, "ts": 1.5 + i}
+        )
+    rows += [
+        {"process": "b", "kind": "receive", "msg_id": "a0", "peer": "a", "ts": exchanges + 1.0},
+        {"process": "b", "kind": "send", "msg_id": "X", "peer": "a", "ts": exchanges + 1.1},
+    ]
+    return rows
+
+
+@pytest.mark.parametrize("engine", ["per_trace", "distributed"])
+def test_a_long_cyclic_ping_pong_is_invalid_under_both_engines(
+    spark: SparkSession, tmp_path: Path, engine: str
+) -> None:
+    """Issue 17: with slabs, the distributed engine nulled the clocks of this cycle but its
+    trace was reported ok (the witness search ran the component slab by slab, where a cycle
+    across slab borders does not show), and the anomaly search then failed on the nulls."""
+    path = write_jsonl(tmp_path / "cyclic_ping_pong.jsonl", cyclic_ping_pong_rows())
+    ingested = ingest_paths(spark, [path])
+    events, messages = ingested.events.localCheckpoint(), ingested.messages.localCheckpoint()
+    assert events.count() == 1202
+    settings = ClockSettings(engine=engine, slab_events=50)  # type: ignore[arg-type]
+    result = with_clocks(events, messages, settings)
+    clocked = result.events.localCheckpoint()
+    status = trace_clock_status(clocked, events, messages, result.plan).localCheckpoint()
+    (row,) = status.collect()
+    assert (row.engine, row.status, sorted(row.cycle)) == (engine, "INVALID", ["X", "m0"])
+    assert clocked.where("vc is not null or lamport is not null").count() == 0
+    # detect's anomaly search skips it (it failed with an IndexError on the null clocks)
+    assert find_violations(clocked, delivered_messages(messages, status)).count() == 0
+
+
+@pytest.mark.slow
+def test_detect_marks_a_cyclic_trace_of_the_distributed_engine_invalid(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Issue 17 through the stage commands (in this process's Spark): `clocks.engine:
+    distributed` with small slabs gave the trace status ok with null clocks, and `detect`
+    then failed with an IndexError."""
+    path = write_jsonl(tmp_path / "cyclic_ping_pong.jsonl", cyclic_ping_pong_rows(99))
+    profile = yaml.safe_load((ROOT / "conf" / "test.yml").read_text())
+    profile["clocks"] = {**profile["clocks"], "engine": "distributed", "slab_events": 20}
+    conf = tmp_path / "distributed.yml"
+    conf.write_text(yaml.safe_dump(profile))
+    warehouse = tmp_path / "warehouse"
+    for command in (["ingest", str(path)], ["clocks"], ["detect"]):
+        argv = [*command, "--warehouse", str(warehouse), "--conf", str(conf), "--quiet"]
+        assert main(argv, session=spark) == 0, command
+    (status,) = read_delta(warehouse / "trace_clocks").to_pylist()
+    assert (status["engine"], status["status"]) == ("distributed", "INVALID")
+    assert sorted(status["cycle"]) == ["X", "m0"]
+    (summary,) = read_delta(warehouse / "trace_summary").to_pylist()
+    assert (summary["order_class"], summary["n_events"]) == ("INVALID", 202)
+    assert summary["n_causal_violations"] is None
 
 
 def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSession) -> None:
@@ -355,6 +507,29 @@ def test_kernel_reports_a_cycle_of_receives() -> None:
     with pytest.raises(CausalCycleError) as raised:
         vector_clocks(pidx, lseq, send_pidx, send_lseq, 2)
     assert sorted(raised.value.receive_rows.tolist()) == [0, 2]
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_cycle_witness_without_clocks_is_the_dense_kernels(seed: int) -> None:
+    """The witness search that computes no clocks (O(events) memory, what `trace_clocks`
+    runs) finds the same receive rows as the dense kernel, and nothing on valid traces."""
+    rng = random.Random(seed)
+    found = valid = 0
+    for i in range(40):
+        trace = random_trace(rng, f"w{i}", rng.randint(2, 6), rng.randint(10, 80))
+        broken = with_injected_cycle(trace, rng) if i % 3 else None
+        pidx, lseq, sp, sl = _kernel_arrays(broken or trace)
+        n = int(pidx.max()) + 1
+        try:
+            group_clocks(pidx, lseq, sp, sl, np.full(len(pidx), -1), n)
+            expected = None
+        except CausalCycleError as cycle:
+            expected = cycle.receive_rows.tolist()
+        got = cycle_witness(pidx, lseq, sp, sl, n)
+        assert (None if got is None else got.tolist()) == expected, i
+        found += expected is not None
+        valid += expected is None
+    assert found > 10 and valid > 5
 
 
 def _kernel_arrays(trace: Trace) -> tuple[np.ndarray, ...]:

@@ -1,9 +1,13 @@
 """The `trace_clocks` table: one row per trace, how its clocks were computed, ok or INVALID.
 
 A component whose matched ids form a causal cycle gets null clocks from either
-engine; its trace is INVALID here, with a witness cycle (the msg_ids of the
-receives on a cycle of waits) found by running that component once more as
-one group, which only corrupt components pay for.
+engine (the distributed one finds the cycle in its own passes: inside a slab, or
+as a cycle of its export graph); its trace is INVALID here, with a witness
+cycle (the msg_ids of the receives on a cycle of waits) found by running that
+component once more as one group, whatever its slabs were: a cycle across slab
+borders shows only there. That run computes no clocks (O(events) memory, not
+O(events x n)) and only corrupt components pay for it; it gives both engines
+the same witness.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from causal_spark import columns as C
 from causal_spark._spark import checkpoint
 from causal_spark.clocks.components import COMPONENT
 from causal_spark.clocks.distributed import _slab_inputs
-from causal_spark.clocks.kernel import CausalCycleError, group_clocks
+from causal_spark.clocks.kernel import cycle_witness
 from causal_spark.clocks.plan import (
+    BOUNDS,
     CYCLE,
     GROUP,
+    INVALID,
     N_PROCS,
     N_SLABS,
     PROC_EVENTS,
@@ -38,13 +44,12 @@ def _witness(events: pa.Table, links: pa.Table) -> pa.Table:
     """One component as a single slab: its witness cycle (msg_ids), or no row if none."""
     schema = pa.schema([(C.TRACE_ID, pa.string()), (CYCLE, pa.list_(pa.string()))])
     slab = _slab_inputs(events, links)
-    try:
-        group_clocks(slab.proc, slab.lseq, slab.send_proc, slab.send_lseq, slab.import_of, slab.n)
-    except CausalCycleError as cycle:
-        ids = slab.msg_ids.take(pa.array(slab.receive_msg[cycle.receive_rows])).to_pylist()
-        trace = slab.events.column(C.TRACE_ID)[0].as_py()
-        return pa.table({C.TRACE_ID: [trace], CYCLE: [ids]}, schema=schema)
-    return schema.empty_table()
+    rows = cycle_witness(slab.proc, slab.lseq, slab.send_proc, slab.send_lseq, slab.n)
+    if rows is None:
+        return schema.empty_table()
+    ids = slab.msg_ids.take(pa.array(slab.receive_msg[rows])).to_pylist()
+    trace = slab.events.column(C.TRACE_ID)[0].as_py()
+    return pa.table({C.TRACE_ID: [trace], CYCLE: [ids]}, schema=schema)
 
 
 def trace_clock_status(
@@ -54,9 +59,10 @@ def trace_clock_status(
 
     clocked: `with_clocks(...).events`, best read back from where it was
     written (this costs one narrow scan of `lamport`). events, messages: the
-    tables it was computed from; plan: `with_clocks(...).plan`. The witness of
-    an INVALID component is found by running that component once more as one
-    group, which only corrupt components pay for.
+    tables it was computed from; plan: `with_clocks(...).plan`. A trace with a
+    component of null clocks is INVALID; the witness is found by running that
+    component once more as one group (whatever its slabs were) through a
+    traversal that computes no clocks, which only corrupt components pay for.
     Output: the columns of the `trace_clocks` table.
     """
     broken = checkpoint(
@@ -76,8 +82,14 @@ def trace_clock_status(
     if broken.isEmpty():
         witnesses = clocked.sparkSession.createDataFrame([], witness_schema)
     else:
-        info = plan.join(F.broadcast(broken), UNIT).withColumn(N_SLABS, F.lit(1))
-        keyed = _keyed_events(events, info)
+        # every broken component as one slab (no slab starts): a cycle across slab borders
+        # shows only there; the traversal needs the events' positions only
+        info = (
+            plan.join(F.broadcast(broken), UNIT)
+            .withColumn(N_SLABS, F.lit(1))
+            .withColumn(BOUNDS, F.array().cast("array<long>"))
+        )
+        keyed = _keyed_events(events.select(C.TRACE_ID, C.PIDX, C.LSEQ), info)
         links = _with_link_columns(_receive_links(messages, info))
         witnesses = (
             keyed.groupBy(*GROUP)
@@ -86,23 +98,30 @@ def trace_clock_status(
             .groupBy(C.TRACE_ID)
             .agg(F.min(CYCLE).alias(CYCLE))
         )
+    invalid = broken.select(C.TRACE_ID).distinct().withColumn(INVALID, F.lit(True))
     per_trace = plan.groupBy(C.TRACE_ID).agg(
         F.first(N_PROCS).alias(N_PROCS),
         F.sum(PROC_EVENTS).alias("n_events"),
         F.count_distinct(COMPONENT).alias("n_components"),
         F.max(N_SLABS).alias(N_SLABS),
     )
-    return per_trace.join(witnesses, C.TRACE_ID, "left").select(
-        C.TRACE_ID,
-        N_PROCS,
-        F.col("n_events").cast("long").alias("n_events"),
-        F.col("n_components").cast("int").alias("n_components"),
-        F.when(F.col(N_SLABS) > 1, F.lit("distributed"))
-        .otherwise(F.lit("per_trace"))
-        .alias("engine"),
-        F.col(N_SLABS).cast("int").alias(N_SLABS),
-        F.when(F.col(CYCLE).isNotNull(), F.lit(CLOCK_STATUS_INVALID))
-        .otherwise(F.lit(CLOCK_STATUS_OK))
-        .alias("status"),
-        CYCLE,
+    # INVALID because its clocks are null (what every later stage reads), not because a
+    # witness was found: the two agree, and a trace is never `ok` with null clocks
+    return (
+        per_trace.join(witnesses, C.TRACE_ID, "left")
+        .join(F.broadcast(invalid), C.TRACE_ID, "left")
+        .select(
+            C.TRACE_ID,
+            N_PROCS,
+            F.col("n_events").cast("long").alias("n_events"),
+            F.col("n_components").cast("int").alias("n_components"),
+            F.when(F.col(N_SLABS) > 1, F.lit("distributed"))
+            .otherwise(F.lit("per_trace"))
+            .alias("engine"),
+            F.col(N_SLABS).cast("int").alias(N_SLABS),
+            F.when(F.col(INVALID), F.lit(CLOCK_STATUS_INVALID))
+            .otherwise(F.lit(CLOCK_STATUS_OK))
+            .alias("status"),
+            CYCLE,
+        )
     )
