@@ -84,8 +84,8 @@ def axis(values: Sequence[float], integer: bool = False, max_ticks: int = 6) -> 
     if positive and low >= 0 and max(positive) / min(positive) >= 100:
         a = math.floor(math.log10(min(positive)))
         b = math.ceil(math.log10(max(positive)))
-        step = max(1, math.ceil((b - a) / max_ticks))
-        ticks = tuple((10.0**e, _label(10.0**e)) for e in range(a, b + 1, step))
+        every = max(1, math.ceil((b - a) / max_ticks))
+        ticks = tuple((10.0**e, _label(10.0**e)) for e in range(a, b + 1, every))
         return Axis(10.0**a, 10.0**b, True, ticks)
     low = min(low, 0.0)
     if high == low:
