@@ -1,0 +1,76 @@
+"""`explain --svg FILE`: the diagram of one message, checked against the violations table
+(in-process, on the session's `detected_samples` warehouse); and the diagram docs/report.md
+shows is what the code draws."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from causal_spark.app.cli import main
+from causal_spark.report.build import message_svg
+from tests.conftest import ROOT, read_delta
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _arrows(svg: str) -> dict[str, str]:
+    root = ET.fromstring(svg)
+    lines = root.iter(f"{SVG}line")
+    return {e.get("data-msg", ""): e.get("data-role", "") for e in lines if e.get("data-msg")}
+
+
+@pytest.mark.slow
+def test_explain_svg_draws_the_violation_of_the_message(
+    spark: SparkSession, detected_samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "x.svg"
+    code = main(
+        [
+            "explain",
+            "--warehouse",
+            str(detected_samples),
+            "--conf",
+            str(ROOT / "conf" / "test.yml"),
+            "--trace",
+            "overtaken_by_chain",
+            "--msg",
+            "x",
+            "--svg",
+            str(out),
+        ],
+        session=spark,
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "causal-order violation at P3" in printed and f"diagram: {out}" in printed
+    (v,) = [
+        r
+        for r in read_delta(detected_samples / "violations").to_pylist()
+        if r["trace_id"] == "overtaken_by_chain" and r["overtaken_msg"] == "x"
+    ]
+    expected = {m: "witness" for m in v["chain"]}
+    expected.update({v["overtaken_msg"]: "overtaken", v["overtaking_msg"]: "overtaking"})
+    messages = {
+        m["msg_id"]
+        for m in read_delta(detected_samples / "messages").to_pylist()
+        if m["trace_id"] == "overtaken_by_chain"
+    }
+    arrows = _arrows(out.read_text("utf-8"))
+    assert set(arrows) == messages
+    assert {m: r for m, r in arrows.items() if r != "other"} == expected
+    # the diagram docs/report.md shows is this one
+    shown = (ROOT / "docs" / "report-overtaken-by-chain.svg").read_text("utf-8")
+    assert _arrows(shown) == arrows
+
+
+@pytest.mark.slow
+def test_a_message_in_no_finding_is_drawn_as_the_subject(detected_samples: Path) -> None:
+    rows = read_delta(detected_samples / "messages").to_pylist()
+    (m,) = [r for r in rows if r["trace_id"] == "selective_xy"][:1]
+    arrows = _arrows(message_svg(str(detected_samples), "selective_xy", m["msg_id"]))
+    assert arrows[m["msg_id"]] == "subject"
+    assert set(arrows) == {r["msg_id"] for r in rows if r["trace_id"] == "selective_xy"}
