@@ -74,3 +74,24 @@ def test_a_message_in_no_finding_is_drawn_as_the_subject(detected_samples: Path)
     arrows = _arrows(message_svg(str(detected_samples), "selective_xy", m["msg_id"]))
     assert arrows[m["msg_id"]] == "subject"
     assert set(arrows) == {r["msg_id"] for r in rows if r["trace_id"] == "selective_xy"}
+
+
+def test_report_of_a_warehouse_without_runs_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["report", "--warehouse", str(tmp_path / "none"), "--out", str(tmp_path / "r")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("causal-spark: error: no committed run in") and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_report_of_an_unknown_run_or_trace_is_a_clear_error(
+    detected_samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["report", "--warehouse", str(detected_samples), "--out", str(tmp_path / "r")]
+    assert main([*base, "--as-of", "no-such-run"]) == 2
+    assert "no committed run 'no-such-run'" in capsys.readouterr().err
+    assert main([*base, "--trace", "no-such-trace"]) == 2
+    assert "trace 'no-such-trace' is not in trace_summary" in capsys.readouterr().err

@@ -32,7 +32,8 @@ MARKERS = (
     "M5.5,0L-4.5,-5V5Z",  # triangle right
 )
 
-WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 460, 260, 60, 20, 26, 44
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 460, 260, 60, 30, 26, 44
+DODGE = 4.0  # px between protocols at one x
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,11 @@ def _label(value: float) -> str:
     return f"{value:.0e}"
 
 
-def axis(values: Sequence[float], integer: bool = False, max_ticks: int = 6) -> Axis:
+def axis(
+    values: Sequence[float], integer: bool = False, max_ticks: int = 6, zero: bool = True
+) -> Axis:
     """An axis over `values`: logarithmic when the positive values span two decades or more
-    (zeros sit at its floor), integer ticks when they are counts."""
+    (zeros sit at its floor), integer ticks when they are counts; from 0 when `zero`."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     if not finite:
         return Axis(0.0, 1.0, False, ((0.0, "0"), (1.0, "1")))
@@ -87,7 +90,7 @@ def axis(values: Sequence[float], integer: bool = False, max_ticks: int = 6) -> 
         every = max(1, math.ceil((b - a) / max_ticks))
         ticks = tuple((10.0**e, _label(10.0**e)) for e in range(a, b + 1, every))
         return Axis(10.0**a, 10.0**b, True, ticks)
-    low = min(low, 0.0)
+    low = min(low, 0.0) if zero else low
     if high == low:
         high = low + 1
     raw = (high - low) / max_ticks
@@ -95,6 +98,7 @@ def axis(values: Sequence[float], integer: bool = False, max_ticks: int = 6) -> 
     step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
     if integer:
         step = max(1.0, float(math.ceil(step)))
+    low = math.floor(low / step) * step
     top = math.ceil(high / step) * step
     count = round((top - low) / step)
     ticks = tuple((low + i * step, _label(low + i * step)) for i in range(count + 1))
@@ -122,8 +126,8 @@ class Chart:
     log_y: bool = False
 
 
-def _px(a: Axis, value: float) -> float:
-    return LEFT + a.fraction(value) * (WIDTH - LEFT - RIGHT)
+def _px(a: Axis, value: float, pad: float = 16) -> float:
+    return LEFT + pad + a.fraction(value) * (WIDTH - LEFT - RIGHT - 2 * pad)
 
 
 def _py(a: Axis, value: float) -> float:
@@ -138,17 +142,23 @@ def line_chart(
     palette: Mapping[str, Style],
     integer_x: bool = True,
 ) -> Chart:
-    """One line and marker per protocol (x ascending)."""
+    """One line and marker per protocol (x ascending). Protocols are dodged sideways by a
+    few pixels each, so that equal values stay visible side by side instead of hiding."""
     xs = [x for points in data.values() for x, _ in points]
     ys = [y for points in data.values() for _, y in points]
-    ax, ay = axis(xs, integer=integer_x), axis(ys)
+    ax, ay = axis(xs, integer=integer_x, zero=False), axis(ys)
+    names = sorted(data)
+    dodge = min(DODGE, 40 / max(len(names), 1))
     series = tuple(
         Series(
             name,
             palette[name],
-            tuple((x, y, _px(ax, x), _py(ay, y)) for x, y in sorted(data[name])),
+            tuple(
+                (x, y, _px(ax, x) + (i - (len(names) - 1) / 2) * dodge, _py(ay, y))
+                for x, y in sorted(data[name])
+            ),
         )
-        for name in sorted(data)
+        for i, name in enumerate(names)
     )
     return Chart(
         title,
