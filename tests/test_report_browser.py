@@ -242,3 +242,29 @@ def test_traces_table_sorts_and_filters(page: Any, detected_samples: Path) -> No
         counted[s["order_class"]] = counted.get(s["order_class"], 0) + 1
     assert classes == counted
     box.clear()
+
+
+def test_the_run_section_shows_the_counts_and_the_quarantine(
+    page: Any, detected_samples: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    quarantine = read_delta(detected_samples / "quarantine").to_pylist()
+    counted: dict[str, int] = {}
+    for q in quarantine:
+        counted[q["reason"]] = counted.get(q["reason"], 0) + 1
+    rows = page.find_elements(By.CSS_SELECTOR, "#quarantine tbody tr")
+    shown = {
+        r.find_elements(By.TAG_NAME, "td")[0].text: int(r.find_elements(By.TAG_NAME, "td")[1].text)
+        for r in rows
+    }
+    assert shown == counted and counted
+    text = page.find_element(By.ID, "quarantine").text
+    for q in quarantine[:3]:
+        assert q["reason"] in text
+    accounting = {
+        r.find_elements(By.TAG_NAME, "td")[0].text: r.find_elements(By.TAG_NAME, "td")[1].text
+        for r in page.find_elements(By.CSS_SELECTOR, "#accounting tbody tr")
+    }
+    assert accounting["quarantine"] == str(len(quarantine))
+    assert accounting["events"] == str(len(read_delta(detected_samples / "events")))

@@ -95,3 +95,26 @@ def test_report_of_an_unknown_run_or_trace_is_a_clear_error(
     assert "no committed run 'no-such-run'" in capsys.readouterr().err
     assert main([*base, "--trace", "no-such-trace"]) == 2
     assert "trace 'no-such-trace' is not in trace_summary" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_report_is_bounded_and_says_what_it_left_out(
+    detected_samples: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from causal_spark.report import build
+    from causal_spark.report.data import Tables
+
+    summaries = read_delta(detected_samples / "trace_summary").to_pylist()
+    total = len(read_delta(detected_samples / "violations")) + len(
+        read_delta(detected_samples / "crowns")
+    )
+    total += sum(1 for s in summaries if s["order_class"] == "INVALID")
+    monkeypatch.setattr(build, "MAX_FINDINGS", 3)
+    monkeypatch.setattr(build, "MAX_TRACES", 2)
+    context = build.gather(Tables(str(detected_samples)))
+    assert len(context["findings"]) == 3
+    assert context["findings_left_out"] == total - 3
+    assert len(context["traces"]) == 2 and context["n_traces"] == len(summaries)
+    html = build.environment().get_template("report.html").render(**context)
+    assert f"{total - 3} more finding(s) not drawn" in html
+    assert f"the {len(summaries) - 2} with the fewest findings left out" in html

@@ -8,7 +8,6 @@ report costs a few Arrow scans however many traces the run holds.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,7 +116,8 @@ def trace_data(source: Tables, traces: list[str]) -> dict[str, TraceData]:
 def quarantine_by_reason(source: Tables) -> list[dict[str, Any]]:
     """Per reason: its rows and a few sample lines (source:line and the raw text)."""
     rows = source.read(tables.QUARANTINE, columns=["source", "line", "raw", "reason", "detail"])
-    counts = Counter(rows.column("reason").to_pylist())
+    grouped = rows.group_by("reason").aggregate([("reason", "count")]).to_pylist()
+    counts = {g["reason"]: g["reason_count"] for g in grouped}
     out = []
     for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         picked = rows.filter(pc.equal(rows.column("reason"), reason)).slice(0, QUARANTINE_SAMPLES)
