@@ -423,9 +423,7 @@ def _random_slab(rng: np.random.Generator, trace: Trace, rewire: bool) -> tuple[
     if not np.any(keep):
         return None
     proc, lq, send_p, send_l = pidx[keep], lseq[keep], sp[keep], sl[keep]
-    inside = (
-        (send_p >= 0) & (send_l > lo[np.maximum(send_p, 0)]) & (send_l <= hi[np.maximum(send_p, 0)])
-    )
+    inside = (send_p >= 0) & (send_l > lo[np.maximum(send_p, 0)]) & (send_l <= hi[np.maximum(send_p, 0)])
     crossing = (send_p >= 0) & ~inside
     if rewire and np.any(inside):
         at = np.flatnonzero(inside)
@@ -515,7 +513,9 @@ def _batch_tables(traces: list[Trace]) -> tuple[pa.Table, pa.Table]:
     for unit, t in enumerate(traces):
         n = max(e["pidx"] for e in t.events) + 1
         counts = Counter(e["pidx"] for e in t.events)
-        sources = {(e["pidx"], e["process"], e["source"]) for e in t.events}
+        sources = {
+            (e["pidx"], e["process"], e["source"]) for e in t.events
+        }
         code = {
             (pidx, source): rank
             for pidx in range(n)
@@ -879,20 +879,8 @@ def test_rolling_kernel_is_chosen_by_size_and_wanted_share() -> None:
 @pytest.mark.parametrize(
     ("proc", "lseq", "send_proc", "send_lseq", "message"),
     [
-        (
-            [0, 0, 1],
-            [1, 3, 1],
-            [-1, -1, -1],
-            [-1, -1, -1],
-            "process index 0: expected lseq 2, found 3",
-        ),
-        (
-            [0, 1, 0],
-            [1, 1, 2],
-            [-1, -1, -1],
-            [-1, -1, -1],
-            "process index 0: expected lseq 3, found 2",
-        ),
+        ([0, 0, 1], [1, 3, 1], [-1, -1, -1], [-1, -1, -1], "process index 0: expected lseq 2, found 3"),
+        ([0, 1, 0], [1, 1, 2], [-1, -1, -1], [-1, -1, -1], "process index 0: expected lseq 3, found 2"),
         ([0, 0, 2], [1, 2, 1], [-1, -1, -1], [-1, -1, -1], r"process index 2 is outside 0\.\.1"),
         ([0, 0, 1], [1, 2, 1], [-1, -1, 0], [-1, -1, 3], "names a send that is not among"),
         ([0, 0, 1], [1, 2, 1], [-1, -1, 5], [-1, -1, 1], "names a send that is not among"),

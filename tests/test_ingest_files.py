@@ -37,9 +37,7 @@ def test_a_second_copy_to_one_destination_is_a_duplicate_after_matching(
         {"process": "C", "seq": 1, "kind": "receive", "msg_id": "c2", "peer": "A"},
         {"process": "B", "seq": 3, "kind": "internal"},
     ]
-    events, messages, quarantine = _collect(
-        ingest_paths(spark, [write_jsonl(tmp_path / "m.jsonl", rows)])
-    )
+    events, messages, quarantine = _collect(ingest_paths(spark, [write_jsonl(tmp_path / "m.jsonl", rows)]))
     assert sorted((q["line"], q["reason"], q["detail"]) for q in quarantine) == [
         (2, "duplicate_event", "second copy of a multicast to 'B' (same process and seq as line 1)"),
         (5, "duplicate_event",
@@ -238,12 +236,8 @@ def test_each_bad_file_is_one_quarantine_row_and_the_rest_is_read(
     write_jsonl(folder / "good.jsonl", good)
     (folder / "empty.parquet").write_bytes(b"")
     (folder / "corrupt.parquet").write_bytes(b"PAR1 this is not parquet")
-    pq.write_table(
-        pa.table({"process": ["q"], "seq": [1], "kind": ["internal"]}), folder / "n.parquet"
-    )
-    pq.write_table(
-        pa.table({"process": ["r"], "seq": ["1"], "kind": ["internal"]}), folder / "s.parquet"
-    )
+    pq.write_table(pa.table({"process": ["q"], "seq": [1], "kind": ["internal"]}), folder / "n.parquet")
+    pq.write_table(pa.table({"process": ["r"], "seq": ["1"], "kind": ["internal"]}), folder / "s.parquet")
     (folder / "twice.csv").write_text("process,kind,kind\np,internal,local\n")
     (folder / "gone.jsonl").symlink_to(folder / "missing-target.jsonl")
     out = ingest_paths(spark, [folder])
@@ -290,7 +284,9 @@ def test_json_lines_are_read_strictly(spark: SparkSession, tmp_path: Path) -> No
 
 
 def test_csv_doubled_quotes_and_gzip_are_read(spark: SparkSession, tmp_path: Path) -> None:
-    (tmp_path / "t.csv").write_text('process,seq,kind,label\np,1,internal,"say ""hi"", then go"\n')
+    (tmp_path / "t.csv").write_text(
+        'process,seq,kind,label\np,1,internal,"say ""hi"", then go"\n'
+    )
     with gzip.open(tmp_path / "u.jsonl.gz", "wt") as fh:
         fh.write('{"process": "q", "seq": 1, "kind": "internal", "label": "zipped"}\n')
     out = ingest_paths(spark, [tmp_path])
