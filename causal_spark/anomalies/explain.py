@@ -6,6 +6,7 @@ so it costs a few small filtered scans however large the tables are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -38,7 +39,7 @@ def _at(process: str | None, lseq: int | None) -> str:
 
 
 class _Clocks:
-    def __init__(self, rows: list[Row]):
+    def __init__(self, rows: Sequence[Row] | Sequence[Mapping[str, Any]]):
         self.by_event = {(r[C.PROCESS], r[C.LSEQ]): r for r in rows}
 
     def describe(self, process: str | None, lseq: int | None) -> str:
@@ -219,3 +220,30 @@ def _crown_lines(c: Row, members: list[str], by_id: dict[str, Any], clocks: _Clo
         + ":",
         *(f"    {step}" for step in steps),
     ]
+
+
+# The same words for rows read without Spark (dicts: the HTML report, `explain --svg`).
+
+
+def trace_words(summary: Mapping[str, Any]) -> str:
+    """The one-line account of a trace (its `trace_summary` row)."""
+    return _trace_line(summary)  # type: ignore[arg-type]
+
+
+def violation_words(
+    violation: Mapping[str, Any],
+    messages: Mapping[str, Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """A violation in words; `messages` by msg_id, `events` with their clocks."""
+    return _violation_lines(violation, messages, _Clocks(events))  # type: ignore[arg-type]
+
+
+def crown_words(
+    crown: Mapping[str, Any],
+    members: list[str],
+    messages: Mapping[str, Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """A crown component in words: its members and its witness crown's steps."""
+    return _crown_lines(crown, members, messages, _Clocks(events))  # type: ignore[arg-type]

@@ -30,6 +30,7 @@ from causal_spark.app.options import (
     writer_options,
 )
 from causal_spark.app.progress import Progress
+from causal_spark.app.report import report_options, run_report, write_svg
 from causal_spark.app.runs import RunRecord, Stage, run_job
 from causal_spark.app.session import build_session
 from causal_spark.app.stages import (
@@ -168,7 +169,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--trace", required=True, help="trace_id")
     p.add_argument("--msg", required=True, help="msg_id")
+    p.add_argument("--svg", default=None, metavar="FILE", help="also draw its diagram (SVG)")
     as_of(p)
+    p = _command(sub, "report", "write a static HTML report of a run (no Spark)", run_report)
+    report_options(p)
     p = _command(
         sub, "runs", "list the committed runs: id, command, inputs, counts, versions", _runs
     )
@@ -312,6 +316,8 @@ def generate(args: argparse.Namespace, session: SparkSession | None = None) -> s
 
 def _explain(args: argparse.Namespace, session: SparkSession | None = None) -> int:
     print(explain(args, session))
+    if args.svg:
+        print(write_svg(args))
     return 0
 
 
