@@ -3,6 +3,7 @@ tables, the prompt on stdin, and every query of docs/queries.md with its output.
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from causal_spark import tables
-from causal_spark.analyst import format_table, split_statements
+from causal_spark.analyst import Prompt, QueryError, format_table, split_statements
 from causal_spark.app.cli import main, run
 from causal_spark.io.ledger import Ledger
 from tests.conftest import ROOT, read_delta
@@ -45,6 +46,35 @@ def test_a_table_shows_every_row_with_widths_from_the_values() -> None:
         "(2 rows)",
     ]
     assert format_table(["x"], []).splitlines() == ["x", "-", "(0 rows)"]
+
+
+def test_the_prompt_loop_runs_statements_and_commands_in_order() -> None:
+    out = io.StringIO()
+    ran: list[str] = []
+
+    def run_one(statement: str) -> str:
+        ran.append(statement)
+        if "bad" in statement:
+            raise QueryError("no such column bad")
+        return f"ran {len(ran)}"
+
+    prompt = Prompt(run=run_one, tables=lambda: ["a", "b"], schema=lambda n: f"{n}: x", out=out)
+    prompt.loop(
+        io.StringIO(
+            ".tables\nSELECT 1\n  FROM a;\nSELECT bad; SELECT 2; .schema b\n.nope\n"
+            ".quit\nSELECT 3;\n"
+        )
+    )
+    assert ran == ["SELECT 1\n  FROM a", "SELECT bad", "SELECT 2"]
+    assert out.getvalue().splitlines() == [
+        "a",
+        "b",
+        "ran 1",
+        "error: no such column bad",
+        "ran 3",
+        "b: x",
+        "error: unknown command '.nope' (.help lists them)",
+    ]
 
 
 def _sql(spark: SparkSession, warehouse: Path, *args: str) -> int:

@@ -71,6 +71,10 @@ class Prompt:
             statements, pending = split_statements(pending)
             for statement in statements:
                 self._execute(statement)
+            if pending.strip().startswith("."):  # a command after the last `;` of a line
+                command, pending = pending.strip(), ""
+                if not self._command(command):
+                    return
         if pending.strip():
             self._execute(pending.strip())
 
