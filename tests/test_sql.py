@@ -166,7 +166,7 @@ def test_as_of_reads_the_tables_a_run_left_and_previous_ones(
     query = "SELECT (SELECT count(*) FROM events) AS now, (SELECT count(*) FROM runs) AS runs"
     before = f"{query}, (SELECT count(*) FROM previous_events) AS previous"
     assert _sql(spark, warehouse, before) == 0
-    assert _sql(spark, warehouse, "--as-of", first[:12], before) == 0
+    assert _sql(spark, warehouse, "--as-of", first, before) == 0
     latest, as_of_first = _results(capsys.readouterr().out)
     assert latest[2].split() == ["2", "2", str(n_before)]
     assert as_of_first[2].split() == [str(n_before), "1", "0"]
