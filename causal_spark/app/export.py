@@ -66,21 +66,17 @@ def export_trace(args: argparse.Namespace, session: SparkSession | None = None) 
         )
     events = warehouse.read(tables.EVENTS, as_of=view.run_id).where(F.col(C.TRACE_ID) == trace)
     messages = warehouse.read(tables.MESSAGES, as_of=view.run_id).where(F.col(C.TRACE_ID) == trace)
-    named = events.select(C.PIDX, C.PROCESS).distinct().collect()
-    processes = [""] * (max((r[C.PIDX] for r in named), default=-1) + 1)
-    for row in named:
-        processes[row[C.PIDX]] = row[C.PROCESS]
-    require_hosts(trace, [p for p in processes if p] or processes)
+    processes = sorted(r[C.PROCESS] for r in events.select(C.PROCESS).distinct().collect())
+    require_hosts(trace, processes)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".{out.name}.partial")
     n_events = 0
     with partial.open("w", encoding="utf-8", newline="\n") as handle:
         handle.write(f"{HEADER}\n\n")
-        for row in shiviz_records(events, messages, processes).toLocalIterator():
+        for row in shiviz_records(events, messages).toLocalIterator():
             handle.write(f"{row[HOST_LINE]}\n{row[EVENT_LINE]}\n")
             n_events += 1
     os.replace(partial, out)
-    return (
-        f"wrote trace {trace} ({n_events} events, {len(named)} processes) to {out} as a ShiViz log"
-    )
+    shown = f"{n_events} events, {len(processes)} processes"
+    return f"wrote trace {trace} ({shown}) to {out} as a ShiViz log"

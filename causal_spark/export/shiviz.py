@@ -41,6 +41,7 @@ EVENT_LINE = "event_line"
 _SENT = "__ex_sent"
 _RECEIVED = "__ex_received"
 _PREV_VC = "__ex_prev_vc"
+_NAMES = "__ex_names"
 
 
 def require_hosts(trace_id: str, processes: Sequence[str]) -> None:
@@ -54,10 +55,17 @@ def require_hosts(trace_id: str, processes: Sequence[str]) -> None:
         )
 
 
-def _clock_json(processes: Sequence[str]) -> Column:
+def _process_names(events: DataFrame) -> DataFrame:
+    """Per trace, its process names in `pidx` order (the positions of `vc`)."""
+    pairs = F.array_sort(F.collect_set(F.struct(C.PIDX, C.PROCESS)))
+    return events.groupBy(C.TRACE_ID).agg(
+        F.transform(pairs, lambda pair: pair[C.PROCESS]).alias(_NAMES)
+    )
+
+
+def _clock_json() -> Column:
     """The event's vc as a JSON object of its non-zero entries, keyed by process name."""
-    names = F.array(*[F.lit(p) for p in processes])
-    counts = F.map_from_arrays(names, F.col(C.VC))
+    counts = F.map_from_arrays(F.col(_NAMES), F.col(C.VC))
     return F.to_json(F.map_filter(counts, lambda _, v: v > 0))
 
 
@@ -112,25 +120,27 @@ def _description() -> Column:
     ).otherwise(what)
 
 
-def shiviz_records(events: DataFrame, messages: DataFrame, processes: Sequence[str]) -> DataFrame:
-    """The two log lines of each event of ONE trace, in the log's order.
+def shiviz_records(events: DataFrame, messages: DataFrame) -> DataFrame:
+    """The two log lines of each event, in each trace's log order.
 
-    Requires `events` and `messages` of that trace (columns as in schemas/) with clocks
-    (`vc` not null) and `processes`, its processes by `pidx` (checked with
-    `require_hosts`). Output: `lamport` (long), `pidx` (int), `lseq` (long),
-    `host_line` and `event_line` (strings), sorted by (lamport, pidx)."""
+    Requires `events` (with clocks: `vc` not null) and `messages` (columns as in
+    schemas/); process names must suit ShiViz (`require_hosts`). Output:
+    `trace_id` (string), `lamport` (long), `pidx` (int), `lseq` (long), `host_line`
+    and `event_line` (strings), sorted by (trace_id, lamport, pidx)."""
     by_process = Window.partitionBy(C.TRACE_ID, C.PROCESS).orderBy(C.LSEQ)
     keys = [C.TRACE_ID, C.PROCESS, C.LSEQ]
     return (
         events.withColumn(_PREV_VC, F.lag(C.VC).over(by_process))
+        .join(_process_names(events), C.TRACE_ID)
         .join(_sends(messages), keys, "left")
         .join(_receives(messages), keys, "left")
         .select(
+            C.TRACE_ID,
             C.LAMPORT,
             C.PIDX,
             C.LSEQ,
-            F.concat(F.col(C.PROCESS), F.lit(" "), _clock_json(processes)).alias(HOST_LINE),
+            F.concat(F.col(C.PROCESS), F.lit(" "), _clock_json()).alias(HOST_LINE),
             _description().alias(EVENT_LINE),
         )
-        .orderBy(C.LAMPORT, C.PIDX, C.LSEQ)
+        .orderBy(C.TRACE_ID, C.LAMPORT, C.PIDX, C.LSEQ)
     )
