@@ -136,6 +136,8 @@ MODULE_SECONDS = {
     "test_accounting_at_scale.py": 110,
     "test_crowns_distributed.py": 110,
     "test_readers_shiviz.py": 100,
+    "test_sql.py": 100,
+    "test_export_shiviz.py": 90,
     "test_anomalies.py": 100,
     "test_ingest_rules.py": 90,
 }

@@ -44,6 +44,7 @@ from tests.test_cli import AUDIT_ROWS, AUDIT_TABLES, BIN, READ_WITH_DELTA_RS, _e
 README = ROOT / "README.md"
 OWN_TESTS = {
     "docs/scheduling.md": ROOT / "tests" / "test_scheduled_jobs.py",
+    "docs/queries.md": ROOT / "tests" / "test_sql.py",
 }
 PAGES = [README, *sorted(p for p in (ROOT / "docs").glob("*.md"))]
 CHECKED_HERE = [p for p in PAGES if p.relative_to(ROOT).as_posix() not in OWN_TESTS]

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from causal_spark import __version__, tables
 from causal_spark.anomalies.explain import Findings, UnknownMessageError, explain_message
-from causal_spark.app import gating
+from causal_spark.app import export, gating, sql
 from causal_spark.app.gating import FailOnError
 from causal_spark.app.incremental import Incremental
 from causal_spark.app.lock import writer_lock
@@ -223,6 +223,8 @@ def _parser() -> argparse.ArgumentParser:
         warehouse=False,
     )
     generate_options(p)
+    export.export_options(_command(sub, "export", export.TEXT, export.run_export))
+    sql.sql_options(_command(sub, "sql", sql.TEXT, sql.run_sql))
     return parser
 
 
@@ -570,6 +572,8 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     ReplayRequestError,
     FailOnError,
     UsageError,
+    export.ExportError,
+    sql.QueryError,
 )
 EXIT_OK, EXIT_FAIL_ON, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
