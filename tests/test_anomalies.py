@@ -35,6 +35,7 @@ from causal_spark.anomalies import (
 )
 from causal_spark.anomalies import crown_kernel as CK
 from causal_spark.anomalies import kernel as K
+from causal_spark.anomalies.explain import crown_words, vector_text
 from causal_spark.app.cli import main, run
 from causal_spark.clocks import trace_clock_status, with_clocks
 from causal_spark.config import ClockSettings
@@ -352,6 +353,87 @@ def test_explain_says_what_was_overtaken_by_what_and_through_which_chain(
     code = explain("no_such_msg")
     assert code == 2
     assert "has no message 'no_such_msg'" in capsys.readouterr().err
+
+
+def _explain_trace(audited: Path, trace: str, *more: str) -> int:
+    return main(
+        ["explain", "--warehouse", str(audited), "--conf", "conf/test.yml", "--trace", trace,
+         *more]
+    )  # fmt: skip
+
+
+def test_explain_without_msg_lists_each_finding_of_the_trace(
+    audited: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    violations = read_delta(audited / "violations").to_pylist()
+    crowns = read_delta(audited / "crowns").to_pylist()
+    clocks = {r["trace_id"]: r for r in read_delta(audited / "trace_clocks").to_pylist()}
+    traces = sorted({r["trace_id"] for r in violations} | {r["trace_id"] for r in crowns})
+    assert traces  # the worked traces have findings to list
+    for trace in [*traces, "causal_cycle"]:
+        assert _explain_trace(audited, trace) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].startswith(f"trace {trace}: order class")
+        if clocks[trace]["status"] == "INVALID":
+            cycle = clocks[trace]["cycle"]
+            assert cycle and any(
+                " -> ".join(f"receive({m})" for m in cycle) in line for line in lines
+            ), lines
+            continue
+        mine = [v for v in violations if v["trace_id"] == trace]
+        listed = [line for line in lines if " overtaken by " in line]
+        assert sorted(listed) == sorted(
+            f"  {v['kind']} at {v['dst']}: {v['overtaken_msg']} overtaken by "
+            f"{v['overtaking_msg']}" + (f" through {', '.join(v['chain'])}" if v["chain"] else "")
+            for v in mine
+        )
+        components = [c for c in crowns if c["trace_id"] == trace]
+        shown = [line for line in lines if line.startswith("  component ")]
+        assert sorted(shown) == sorted(
+            f"  component {c['scc_id']}: {c['scc_size']} messages; witness crown of {c['k']} "
+            f"({', '.join(c['crown'])})"
+            for c in components
+        )
+    assert "causal_cycle" not in traces  # INVALID: its findings are not computed
+
+
+def test_explain_of_a_message_of_an_invalid_trace_names_the_cycle(
+    audited: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (row,) = [
+        r
+        for r in read_delta(audited / "trace_clocks").to_pylist()
+        if r["trace_id"] == "causal_cycle"
+    ]
+    assert _explain_trace(audited, "causal_cycle", "--msg", row["cycle"][0]) == 0
+    text = capsys.readouterr().out
+    assert "INVALID" in text and f"witness cycle of {len(row['cycle'])} receive(s)" in text
+
+
+def test_explain_svg_needs_a_message(audited: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _explain_trace(audited, "overtaken_by_chain", "--svg", "x.svg") == 2
+    assert "give --msg" in capsys.readouterr().err
+
+
+def test_wide_vectors_are_shown_by_their_non_zero_entries() -> None:
+    assert vector_text([1, 0, 2]) == "[1, 0, 2]"
+    wide = [0] * 64
+    wide[3], wide[40] = 5, 1
+    names = {i: f"p{i:02d}" for i in range(64)}
+    assert vector_text(wide, names) == "{p03: 5, p40: 1} (non-zero of 64)"
+    assert vector_text(wide, {3: "a"}) == "{a: 5, #40: 1} (non-zero of 64)"
+
+
+def test_a_huge_crown_component_is_summarised_not_listed() -> None:
+    crown = {"scc_id": 7, "scc_size": 470_000, "crown": ["a", "b"], "k": 2, "shortest": True}
+    messages = {
+        "a": {"msg_id": "a", "src": "P", "dst": "Q", "send_lseq": 1, "recv_lseq": 2},
+        "b": {"msg_id": "b", "src": "Q", "dst": "P", "send_lseq": 1, "recv_lseq": 2},
+    }
+    members = [f"m{i:06d}" for i in range(20)]
+    first, *_ = crown_words(crown, members, messages, [])
+    assert "470000 messages: m000000, " in first and "m000019, ... and 469980 more" in first
+    assert first.count(", m") == 19
 
 
 # ---------------------------------------------------------------------------------------------

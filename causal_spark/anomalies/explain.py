@@ -1,7 +1,10 @@
 """Findings in words: what a message's violations and crowns mean, with the events' clocks.
 
 `explain_message` reads only the rows of one trace and the messages it names,
-so it costs a few small filtered scans however large the tables are.
+so it costs a few small filtered scans however large the tables are;
+`explain_trace` lists a trace's findings, a bounded number of each kind.
+Vectors of more than `WIDE` processes are shown by their non-zero entries,
+named by process; a crown component names its first members only.
 """
 
 from __future__ import annotations
@@ -22,9 +25,15 @@ class UnknownMessageError(ValueError):
     """The trace or the message is not in the warehouse."""
 
 
+# a vector of more processes than this is shown by its non-zero entries
+WIDE = 8
+# members of a crown component named in words (the rest are counted)
+MEMBERS_SHOWN = 20
+
+
 @dataclass(frozen=True)
 class Findings:
-    """The tables `explain_message` reads (as DataFrames)."""
+    """The tables `explain_message` and `explain_trace` read (as DataFrames)."""
 
     events: DataFrame
     messages: DataFrame
@@ -32,25 +41,61 @@ class Findings:
     crowns: DataFrame
     crown_members: DataFrame
     trace_summary: DataFrame
+    # the witness cycle of an INVALID trace (optional: without it, the cycle is not named)
+    trace_clocks: DataFrame | None = None
 
 
 def _at(process: str | None, lseq: int | None) -> str:
     return f"{process}#{lseq}" if process is not None and lseq is not None else "?"
 
 
+def vector_text(vc: Sequence[int], names: Mapping[int, str] | None = None) -> str:
+    """A vector clock as a list, or past `WIDE` processes its non-zero entries by process."""
+    if len(vc) <= WIDE:
+        return str(list(vc))
+    names = names or {}
+    entries = [f"{names.get(i, f'#{i}')}: {v}" for i, v in enumerate(vc) if v]
+    return "{" + ", ".join(entries) + f"}} (non-zero of {len(vc)})"
+
+
 class _Clocks:
-    def __init__(self, rows: Sequence[Row] | Sequence[Mapping[str, Any]]):
+    def __init__(
+        self,
+        rows: Sequence[Row] | Sequence[Mapping[str, Any]],
+        names: Mapping[int, str] | None = None,
+    ):
         self.by_event = {(r[C.PROCESS], r[C.LSEQ]): r for r in rows}
+        # process names by index: those given, else those of the rows that carry a pidx
+        self.names = dict(names or {})
+        for r in rows:
+            pidx = r[C.PIDX] if C.PIDX in _keys(r) else None
+            if pidx is not None:
+                self.names.setdefault(int(pidx), r[C.PROCESS])
 
     def describe(self, process: str | None, lseq: int | None) -> str:
         row = self.by_event.get((process, lseq))
         if row is None or row[C.VC] is None:
             return _at(process, lseq)
-        return f"{_at(process, lseq)} (lamport {row[C.LAMPORT]}, vc {list(row[C.VC])})"
+        return f"{_at(process, lseq)} (lamport {row[C.LAMPORT]}, vc {self.vector(row[C.VC])})"
+
+    def vector(self, vc: Sequence[int]) -> str:
+        return vector_text(list(vc), self.names)
 
     def vc(self, process: str, lseq: int) -> list[int] | None:
         row = self.by_event.get((process, lseq))
         return None if row is None or row[C.VC] is None else list(row[C.VC])
+
+
+def _keys(row: Row | Mapping[str, Any]) -> Sequence[str]:
+    return row.asDict().keys() if isinstance(row, Row) else row.keys()  # type: ignore[return-value]
+
+
+def _process_names(events: DataFrame, trace: str, n: int) -> dict[int, str]:
+    """pidx -> process of a wide trace (one narrow scan of its events); {} for a narrow one."""
+    if n <= WIDE:
+        return {}
+    rows = events.where(F.col(C.TRACE_ID) == trace).select(C.PIDX, C.PROCESS).distinct().collect()
+    return {int(r[C.PIDX]): r[C.PROCESS] for r in rows}
 
 
 def _event_rows(events: DataFrame, trace: str, wanted: set[tuple[str, int]]) -> list[Row]:
@@ -104,12 +149,7 @@ def explain_message(tables: Findings, trace: str, msg: str) -> str:
         crowns = tables.crowns.where(
             (F.col(C.TRACE_ID) == trace) & (F.col("scc_id") == scc)
         ).collect()
-        members[scc] = sorted(
-            r[C.MSG_ID]
-            for r in tables.crown_members.where(
-                (F.col(C.TRACE_ID) == trace) & (F.col("scc_id") == scc)
-            ).collect()
-        )
+        members[scc] = _first_members(tables, trace, scc)
     named = {msg}
     for v in violations:
         named.update([v["overtaken_msg"], v["overtaking_msg"], *v["chain"]])
@@ -126,7 +166,8 @@ def explain_message(tables: Findings, trace: str, msg: str) -> str:
         overtaken = by_id[v["overtaken_msg"]]
         if overtaken[C.RECV_LSEQ] > 1:
             wanted.add((overtaken[C.DST], overtaken[C.RECV_LSEQ] - 1))
-    clocks = _Clocks(_event_rows(tables.events, trace, wanted))
+    names = _process_names(tables.events, trace, int(s["n_processes"]))
+    clocks = _Clocks(_event_rows(tables.events, trace, wanted), names)
 
     lines = [_trace_line(s)]
     lines.append(
@@ -135,7 +176,7 @@ def explain_message(tables: Findings, trace: str, msg: str) -> str:
         f"received at {clocks.describe(m[C.DST], m[C.RECV_LSEQ])}"
     )
     if s["order_class"] == "INVALID":
-        lines.append("the trace is INVALID (a causal cycle): no anomaly is computed for it")
+        lines.extend(_invalid_lines(tables, trace))
         return "\n".join(lines)
     if m[C.STATUS] != C.DELIVERED:
         lines.append(
@@ -190,7 +231,8 @@ def _violation_lines(v: Row, by_id: dict[str, Any], clocks: _Clocks) -> list[str
         known = before[m[C.SRC_PIDX]]
         lines.append(
             f"  check with the clocks (Schiper, Eggli & Sandoz, Prop. 2): just before receiving "
-            f"{m[C.MSG_ID]}, {d}'s clock {_at(d, m[C.RECV_LSEQ] - 1)} is {before}: it counts "
+            f"{m[C.MSG_ID]}, {d}'s clock {_at(d, m[C.RECV_LSEQ] - 1)} is "
+            f"{clocks.vector(before)}: it counts "
             f"{known} event(s) of {m[C.SRC]}, >= {m[C.SEND_LSEQ]} = lseq of send("
             f"{m[C.MSG_ID]}), so {d} already knew of that send"
         )
@@ -207,7 +249,9 @@ def _crown_lines(c: Row, members: list[str], by_id: dict[str, Any], clocks: _Clo
             f"s({a}) at {clocks.describe(ma[C.SRC], ma[C.SEND_LSEQ])} -> "
             f"r({b}) at {clocks.describe(mb[C.DST], mb[C.RECV_LSEQ])}"
         )
-    shown = ", ".join(members[:20]) + (", ..." if len(members) > 20 else "")
+    size = int(c["scc_size"])
+    named = members[:MEMBERS_SHOWN]
+    shown = ", ".join(named) + (f", ... and {size - len(named)} more" if size > len(named) else "")
     return [
         f"crown component {c['scc_id']} ({c['scc_size']} messages: {shown}): no run with "
         "synchronous communication orders these messages (the trace is not RSC)",
@@ -220,6 +264,77 @@ def _crown_lines(c: Row, members: list[str], by_id: dict[str, Any], clocks: _Clo
         + ":",
         *(f"    {step}" for step in steps),
     ]
+
+
+def _first_members(tables: Findings, trace: str, scc: int) -> list[str]:
+    """The first `MEMBERS_SHOWN` msg_ids of a crown component (by id), not all of them."""
+    rows = (
+        tables.crown_members.where((F.col(C.TRACE_ID) == trace) & (F.col("scc_id") == scc))
+        .select(C.MSG_ID)
+        .orderBy(C.MSG_ID)
+        .limit(MEMBERS_SHOWN)
+        .collect()
+    )
+    return [r[C.MSG_ID] for r in rows]
+
+
+def _invalid_lines(tables: Findings, trace: str) -> list[str]:
+    lines = ["the trace is INVALID (a causal cycle): no anomaly is computed for it"]
+    if tables.trace_clocks is not None:
+        rows = tables.trace_clocks.where(F.col(C.TRACE_ID) == trace).select("cycle").collect()
+        cycle = rows[0]["cycle"] if rows else None
+        if cycle:
+            lines.append(
+                f"  witness cycle of {len(cycle)} receive(s): "
+                + " -> ".join(f"receive({m})" for m in cycle)
+                + " -> back to the first: each receive happens before the send that the "
+                "next one waits for"
+            )
+    return lines
+
+
+def explain_trace(tables: Findings, trace: str, limit: int = 50) -> str:
+    """The findings of one trace, a line each: at most `limit` of each kind, the rest counted.
+
+    Violations are listed by overtaken message, crown components by size (largest first);
+    `explain --msg` then tells one message's story.
+    """
+    summary = tables.trace_summary.where(F.col(C.TRACE_ID) == trace).collect()
+    if not summary:
+        raise UnknownMessageError(f"trace '{trace}' is not in trace_summary")
+    s = summary[0]
+    lines = [_trace_line(s)]
+    if s["order_class"] == "INVALID":
+        lines.extend(_invalid_lines(tables, trace))
+        return "\n".join(lines)
+    violations = tables.violations.where(F.col(C.TRACE_ID) == trace)
+    shown = violations.orderBy("overtaken_msg", C.KIND).limit(limit).collect()
+    total = int(s["n_fifo_violations"] or 0) + int(s["n_causal_violations"] or 0)
+    lines.append(f"violations ({total}):" if total else "no violation")
+    for v in shown:
+        chain = f" through {', '.join(v['chain'])}" if v["chain"] else ""
+        lines.append(
+            f"  {v[C.KIND]} at {v[C.DST]}: {v['overtaken_msg']} overtaken by "
+            f"{v['overtaking_msg']}{chain}"
+        )
+    if total > len(shown):
+        lines.append(f"  ... and {total - len(shown)} more")
+    crowns = (
+        tables.crowns.where(F.col(C.TRACE_ID) == trace)
+        .orderBy(F.col("scc_size").desc(), "scc_id")
+        .limit(limit)
+        .collect()
+    )
+    n_crowns = int(s["n_crown_sccs"] or 0)
+    lines.append(f"crown components ({n_crowns}):" if n_crowns else "no crown component")
+    for c in crowns:
+        lines.append(
+            f"  component {c['scc_id']}: {c['scc_size']} messages; witness crown of "
+            f"{c['k']} ({', '.join(c['crown'])})"
+        )
+    if n_crowns > len(crowns):
+        lines.append(f"  ... and {n_crowns - len(crowns)} more")
+    return "\n".join(lines)
 
 
 # The same words for rows read without Spark (dicts: the HTML report, `explain --svg`).

@@ -16,7 +16,12 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from causal_spark import __version__, tables
-from causal_spark.anomalies.explain import Findings, UnknownMessageError, explain_message
+from causal_spark.anomalies.explain import (
+    Findings,
+    UnknownMessageError,
+    explain_message,
+    explain_trace,
+)
 from causal_spark.app import export, gating, sql
 from causal_spark.app.gating import FailOnError
 from causal_spark.app.incremental import Incremental
@@ -168,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
         _explain,
     )
     p.add_argument("--trace", required=True, help="trace_id")
-    p.add_argument("--msg", required=True, help="msg_id")
+    p.add_argument("--msg", default=None, help="msg_id (without it: the trace's findings)")
     p.add_argument("--svg", default=None, metavar="FILE", help="also draw its diagram (SVG)")
     as_of(p)
     p = _command(sub, "report", "write a static HTML report of a run (no Spark)", run_report)
@@ -317,6 +322,8 @@ def generate(args: argparse.Namespace, session: SparkSession | None = None) -> s
 
 
 def _explain(args: argparse.Namespace, session: SparkSession | None = None) -> int:
+    if args.svg and args.msg is None:
+        raise UnknownMessageError("--svg draws one message's finding: give --msg too")
     print(explain(args, session))
     if args.svg:
         print(write_svg(args))
@@ -341,7 +348,10 @@ def explain(args: argparse.Namespace, session: SparkSession | None = None) -> st
         crowns=read(tables.CROWNS),
         crown_members=read(tables.CROWN_MEMBERS),
         trace_summary=read(tables.TRACE_SUMMARY),
+        trace_clocks=read(tables.TRACE_CLOCKS) if tables.TRACE_CLOCKS in view.versions else None,
     )
+    if args.msg is None:
+        return explain_trace(findings, args.trace)
     return explain_message(findings, args.trace, args.msg)
 
 
