@@ -161,11 +161,22 @@ def _write(args: argparse.Namespace, rows: list[dict[str, object]]) -> None:
             f"{r['incremental_events']} | {full} | {equal} |"
         )
     if ratio is not None:
+        medians = statistics.median(last) / statistics.median(first)
         lines += [
             "",
             f"Mean of the last 5 incremental runs / mean of the first 5: **{ratio:.2f}x** "
-            f"({statistics.mean(last):.1f} s / {statistics.mean(first):.1f} s).",
+            f"({statistics.mean(last):.1f} s / {statistics.mean(first):.1f} s); medians: "
+            f"{medians:.2f}x ({statistics.median(last):.1f} s / "
+            f"{statistics.median(first):.1f} s).",
         ]
+    fulls = [r for r in rows if r["full_s"] is not None]
+    if len(fulls) >= 2:
+        a, b = fulls[0], fulls[-1]
+        lines.append(
+            f"The full audit grew from {a['full_s']} s at {a['events_total']} events (night "
+            f"{a['night']}) to {b['full_s']} s at {b['events_total']} (night {b['night']}); "
+            f"the incremental run on night {b['night']} took {b['incremental_s']} s."
+        )
     out.write_text("\n".join(lines) + "\n")
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
 
