@@ -168,6 +168,22 @@ def test_a_long_trace_draws_a_window_around_the_longest_hold_back() -> None:
     assert held.msg == "m150" and held.delay == 19.0
 
 
+def test_the_window_chosen_in_arrow_is_the_window_of_the_rows() -> None:
+    rows = [
+        _delivery(p, f"m{k:03d}", float(k), k + 1.0, k + 1.0) for p in ("a", "b") for k in range(90)
+    ]
+    rows[30] = _delivery("a", "m030", 30.0, 31.0, 45.0)  # the longest hold-back
+    rows[90 + 70] = _delivery("b", "m070", None, 69.5, 80.0)  # no send: its arrival counts
+    table = pa.Table.from_pylist(rows, schema=tables.arrow_schema(tables.DELIVERIES))
+    kept, total = protocols.windowed(table, 10)
+    assert total == 90
+    assert {r["msg_id"] for r in kept} == set(timeline.window(rows, 10))
+    assert sorted({r["msg_id"] for r in kept}) == [f"m{k:03d}" for k in range(25, 35)]
+    assert len(kept) == 20  # both protocols' rows of the ten messages
+    t = timeline.timeline("t", kept, charts.styles(["a", "b"]), _name, 10, total)
+    assert (t.messages, t.omitted_messages) == (10, 80)
+
+
 def _commit(root: Path, table: str, rows: list[dict[str, Any]], run_id: str) -> int:
     folder = root / table / "data"
     folder.mkdir(parents=True, exist_ok=True)

@@ -101,6 +101,34 @@ def timeline_traces(
     return order[:limit], max(len(order) - limit, 0)
 
 
+def windowed(
+    deliveries: pa.Table, max_messages: int = timeline.MAX_MESSAGES
+) -> tuple[list[dict[str, Any]], int]:
+    """The rows of one trace's deliveries that its timeline's window keeps, and the trace's
+    messages: the window is chosen in Arrow, so a trace of a million messages never
+    becomes a million Python rows."""
+    arrival = deliveries.column("arrival_time")
+    send = pc.coalesce(deliveries.column("send_time"), arrival)
+    delay = pc.if_else(
+        pc.fill_null(deliveries.column("held_back"), False),
+        pc.subtract(deliveries.column("delivery_time"), arrival),
+        0.0,
+    )
+    per = (
+        pa.table({"msg_id": deliveries.column("msg_id"), "send": send, "delay": delay})
+        .group_by("msg_id")
+        .aggregate([("send", "min"), ("delay", "max")])
+        .to_pydict()
+    )
+    inf = float("inf")
+    ids = per["msg_id"]
+    sent = {m: inf if s is None else s for m, s in zip(ids, per["send_min"], strict=True)}
+    longest = {m: d or 0.0 for m, d in zip(ids, per["delay_max"], strict=True)}
+    keep = timeline.window_of(sent, longest, max_messages)
+    rows = deliveries.filter(pc.is_in(deliveries.column("msg_id"), pa.array(keep))).to_pylist()
+    return rows, len(ids)
+
+
 def protocol_section(
     source: Tables, first: Sequence[str], only: str | None = None
 ) -> dict[str, Any] | None:
@@ -212,18 +240,18 @@ def protocol_section(
         drawn, left_out = timeline_traces(runs, first)
     else:
         drawn, left_out = timeline_traces([r for r in runs if r["trace_id"] == only], [only], 1)
-    deliveries = source.read(tables.DELIVERIES, drawn).to_pylist()
-    by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for d in deliveries:
-        by_trace[d["trace_id"]].append(d)
+    deliveries = source.read(tables.DELIVERIES, drawn)
+    timelines = []
+    for t in drawn:
+        rows, total = windowed(deliveries.filter(pc.equal(deliveries.column("trace_id"), t)))
+        if rows:
+            timelines.append(timeline.timeline(t, rows, palette, name, total=total))
     return {
         "palette": palette,
         "lines": lines,
         "dots": dots,
         "spread_traces": len(spread),
         "replayed_traces": len(traces),
-        "timelines": [
-            timeline.timeline(t, by_trace[t], palette, name) for t in drawn if by_trace[t]
-        ],
+        "timelines": timelines,
         "timelines_left_out": left_out,
     }

@@ -71,9 +71,22 @@ def _delay(row: Mapping[str, Any]) -> float:
     return max(float(d) - float(a), 0.0) if a is not None and d is not None else 0.0
 
 
+def window_of(
+    sent: Mapping[str, float], longest: Mapping[str, float], max_messages: int = MAX_MESSAGES
+) -> list[str]:
+    """The messages drawn, in send order (`sent`, then id): all when they fit, else
+    `max_messages` consecutive ones centred on the longest hold-back (`longest`)."""
+    order = sorted(sent, key=lambda m: (sent[m], m))
+    if len(order) <= max_messages:
+        return order
+    focus = max(range(len(order)), key=lambda i: (longest.get(order[i], 0.0), -i))
+    start = min(max(focus - max_messages // 2, 0), len(order) - max_messages)
+    return order[start : start + max_messages]
+
+
 def window(rows: Sequence[Mapping[str, Any]], max_messages: int = MAX_MESSAGES) -> list[str]:
-    """The messages drawn, in send order (earliest send over the protocols, then id): all
-    when they fit, else `max_messages` consecutive ones centred on the longest hold-back."""
+    """`window_of` the rows: a message's send is its earliest over the protocols (its
+    arrival when it has none), its hold-back its longest."""
     sent: dict[str, float] = {}
     longest: dict[str, float] = {}
     for r in rows:
@@ -82,12 +95,7 @@ def window(rows: Sequence[Mapping[str, Any]], max_messages: int = MAX_MESSAGES) 
         t = r.get("arrival_time") if t is None else t
         sent[m] = min(sent.get(m, float("inf")), float("inf") if t is None else float(t))
         longest[m] = max(longest.get(m, 0.0), _delay(r) if r.get("held_back") else 0.0)
-    order = sorted(sent, key=lambda m: (sent[m], m))
-    if len(order) <= max_messages:
-        return order
-    focus = max(range(len(order)), key=lambda i: (longest[order[i]], -i))
-    start = min(max(focus - max_messages // 2, 0), len(order) - max_messages)
-    return order[start : start + max_messages]
+    return window_of(sent, longest, max_messages)
 
 
 def timeline(
@@ -96,9 +104,11 @@ def timeline(
     palette: Mapping[str, charts.Style],
     name: Callable[[Mapping[str, Any]], str],
     max_messages: int = MAX_MESSAGES,
+    total: int | None = None,
 ) -> Timeline:
     """The delivery timeline of one trace from its `deliveries` rows (every protocol run);
-    `name` gives a row's protocol as the palette names it."""
+    `name` gives a row's protocol as the palette names it. `total`: the trace's messages
+    when `rows` hold only a window of them already."""
     shown = window(rows, max_messages)
     inside = set(shown)
     picked = [r for r in rows if str(r["msg_id"]) in inside and name(r) in palette]
@@ -153,7 +163,8 @@ def timeline(
         height = max(len(lanes), 1) * LANE + GAP
         bands.append(Band(protocol, palette[protocol], top, height, len(mine) - len(arrived)))
         top += height
-    total = len({str(r["msg_id"]) for r in rows})
+    if total is None:
+        total = len({str(r["msg_id"]) for r in rows})
     return Timeline(
         trace,
         tuple(bands),
