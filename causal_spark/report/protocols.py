@@ -97,7 +97,8 @@ def timeline_traces(
     for r in runs:
         held[r["trace_id"]] += int(r["held_back"] or 0)
     order = [t for t in dict.fromkeys(first) if t in held]
-    order += sorted((t for t in held if t not in set(order)), key=lambda t: (-held[t], t))
+    chosen = set(order)
+    order += sorted((t for t in held if t not in chosen), key=lambda t: (-held[t], t))
     return order[:limit], max(len(order) - limit, 0)
 
 
@@ -125,7 +126,8 @@ def windowed(
     sent = {m: inf if s is None else s for m, s in zip(ids, per["send_min"], strict=True)}
     longest = {m: d or 0.0 for m, d in zip(ids, per["delay_max"], strict=True)}
     keep = timeline.window_of(sent, longest, max_messages)
-    rows = deliveries.filter(pc.is_in(deliveries.column("msg_id"), pa.array(keep))).to_pylist()
+    inside = pc.is_in(deliveries.column("msg_id"), pa.array(keep, pa.string()))
+    rows = deliveries.filter(inside).to_pylist()
     return rows, len(ids)
 
 
