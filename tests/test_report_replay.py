@@ -182,6 +182,7 @@ def test_the_window_chosen_in_arrow_is_the_window_of_the_rows() -> None:
     assert len(kept) == 20  # both protocols' rows of the ten messages
     t = timeline.timeline("t", kept, charts.styles(["a", "b"]), _name, 10, total)
     assert (t.messages, t.omitted_messages) == (10, 80)
+    assert protocols.windowed(table.slice(0, 0)) == ([], 0)
 
 
 def _commit(root: Path, table: str, rows: list[dict[str, Any]], run_id: str) -> int:
