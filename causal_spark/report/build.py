@@ -7,9 +7,7 @@ diagrams, each a bounded window (`layout.MAX_EVENTS`); the page says how many it
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from causal_spark.report.data import (
     quarantine_by_reason,
     trace_data,
 )
+from causal_spark.report.protocols import protocol_section
 
 MAX_TRACES = 500
 MAX_FINDINGS = 40
@@ -104,79 +103,6 @@ def trace_findings(data: TraceData) -> list[Finding]:
     return out
 
 
-def _median(values: list[float]) -> float:
-    return float(statistics.median(values)) if values else 0.0
-
-
-def protocol_charts(source: Tables) -> dict[str, Any] | None:
-    """Overhead against processes (from protocol_runs) and hold-back delay and makespan ratio
-    per protocol (from protocol_comparison); None when the run replayed nothing."""
-    if not source.has(tables.PROTOCOL_RUNS):
-        return None
-    runs = source.read(
-        tables.PROTOCOL_RUNS,
-        columns=[
-            "protocol",
-            "receive_mode",
-            "n_processes",
-            "app_messages",
-            "control_messages",
-            "piggyback_ints_total",
-        ],
-    ).to_pylist()
-    runs = [r for r in runs if r["app_messages"]]
-    if not runs:
-        return None
-    modes = {r["receive_mode"] for r in runs}
-
-    def name(r: Mapping[str, Any]) -> str:
-        return r["protocol"] if len(modes) == 1 else f"{r['protocol']}/{r['receive_mode']}"
-
-    palette = charts.styles([name(r) for r in runs])
-    ints: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    control: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in runs:
-        ints[name(r)][r["n_processes"]].append(r["piggyback_ints_total"] / r["app_messages"])
-        control[name(r)][r["n_processes"]].append(r["control_messages"] / r["app_messages"])
-
-    def medians(by: dict[str, dict[int, list[float]]]) -> dict[str, list[tuple[float, float]]]:
-        return {p: [(float(n), _median(v)) for n, v in xs.items()] for p, xs in by.items()}
-
-    out: dict[str, Any] = {
-        "palette": palette,
-        "lines": [
-            charts.line_chart(
-                "piggybacked integers per message (median)",
-                "processes",
-                "integers",
-                medians(ints),
-                palette,
-            ),
-            charts.line_chart(
-                "control messages per message (median)",
-                "processes",
-                "messages",
-                medians(control),
-                palette,
-            ),
-        ],
-        "dots": [],
-    }
-    comparison = source.read(tables.PROTOCOL_COMPARISON).to_pylist()
-    for metric, title, label in (
-        ("holdback_delay_mean", "hold-back delay per message", "seconds (median, line to p99)"),
-        ("makespan_ratio", "makespan ratio to the recorded run", "ratio (median, line to p99)"),
-    ):
-        values = {
-            name(r): (float(r["median"] or 0.0), float(r["p99"] or 0.0))
-            for r in comparison
-            if r["metric"] == metric and name(r) in palette
-        }
-        if values:
-            out["dots"].append(charts.dot_chart(title, label, values, palette))
-    return out
-
-
 def gather(source: Tables, trace: str | None = None) -> dict[str, Any]:
     """Everything the page shows, bounded."""
     columns = [
@@ -224,7 +150,7 @@ def gather(source: Tables, trace: str | None = None) -> dict[str, Any]:
         "findings": findings,
         "trace_words": {t: trace_words(data[t].summary) for t in picked},
         "findings_left_out": total_findings - len(findings),
-        "protocols": protocol_charts(source),
+        "protocols": protocol_section(source, picked, trace),
         "roles": ROLE_COLOURS,
         "only_trace": trace,
     }

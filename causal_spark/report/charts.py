@@ -75,16 +75,21 @@ def _label(value: float) -> str:
 
 
 def axis(
-    values: Sequence[float], integer: bool = False, max_ticks: int = 6, zero: bool = True
+    values: Sequence[float],
+    integer: bool = False,
+    max_ticks: int = 6,
+    zero: bool = True,
+    allow_log: bool = True,
 ) -> Axis:
     """An axis over `values`: logarithmic when the positive values span two decades or more
-    (zeros sit at its floor), integer ticks when they are counts; from 0 when `zero`."""
+    (zeros sit at its floor) unless not `allow_log`, integer ticks when they are counts;
+    from 0 when `zero`."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     if not finite:
         return Axis(0.0, 1.0, False, ((0.0, "0"), (1.0, "1")))
     low, high = float(min(finite)), float(max(finite))
     positive = [v for v in finite if v > 0]
-    if positive and low >= 0 and max(positive) / min(positive) >= 100:
+    if allow_log and positive and low >= 0 and max(positive) / min(positive) >= 100:
         a = math.floor(math.log10(min(positive)))
         b = math.ceil(math.log10(max(positive)))
         every = max(1, math.ceil((b - a) / max_ticks))
