@@ -67,10 +67,10 @@ class _Clocks:
         self.by_event = {(r[C.PROCESS], r[C.LSEQ]): r for r in rows}
         # process names by index: those given, else those of the rows that carry a pidx
         self.names = dict(names or {})
-        for r in rows:
-            pidx = r[C.PIDX] if C.PIDX in _keys(r) else None
-            if pidx is not None:
-                self.names.setdefault(int(pidx), r[C.PROCESS])
+        if rows and C.PIDX in _keys(rows[0]):
+            for r in rows:
+                if r[C.PIDX] is not None:
+                    self.names.setdefault(int(r[C.PIDX]), r[C.PROCESS])
 
     def describe(self, process: str | None, lseq: int | None) -> str:
         row = self.by_event.get((process, lseq))
@@ -348,17 +348,27 @@ def trace_words(summary: Mapping[str, Any]) -> str:
 def violation_words(
     violation: Mapping[str, Any],
     messages: Mapping[str, Mapping[str, Any]],
-    events: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]] | _Clocks,
 ) -> list[str]:
-    """A violation in words; `messages` by msg_id, `events` with their clocks."""
-    return _violation_lines(violation, messages, _Clocks(events))  # type: ignore[arg-type]
+    """A violation in words; `messages` by msg_id, `events` with their clocks (or the
+    `event_clocks` of them, made once for the findings of one trace)."""
+    return _violation_lines(violation, messages, _clocks(events))  # type: ignore[arg-type]
 
 
 def crown_words(
     crown: Mapping[str, Any],
     members: list[str],
     messages: Mapping[str, Mapping[str, Any]],
-    events: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]] | _Clocks,
 ) -> list[str]:
     """A crown component in words: its members and its witness crown's steps."""
-    return _crown_lines(crown, members, messages, _Clocks(events))  # type: ignore[arg-type]
+    return _crown_lines(crown, members, messages, _clocks(events))  # type: ignore[arg-type]
+
+
+def event_clocks(events: Sequence[Mapping[str, Any]]) -> _Clocks:
+    """The events' clocks, looked up by (process, lseq): build once, explain many findings."""
+    return _Clocks(events)
+
+
+def _clocks(events: Sequence[Mapping[str, Any]] | _Clocks) -> _Clocks:
+    return events if isinstance(events, _Clocks) else _Clocks(events)

@@ -15,7 +15,12 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from causal_spark import tables
-from causal_spark.anomalies.explain import crown_words, trace_words, violation_words
+from causal_spark.anomalies.explain import (
+    crown_words,
+    event_clocks,
+    trace_words,
+    violation_words,
+)
 from causal_spark.report import charts, layout
 from causal_spark.report.data import (
     Tables,
@@ -51,11 +56,17 @@ def environment() -> Environment:
     )
 
 
-def trace_findings(data: TraceData) -> list[Finding]:
-    """Every finding of one trace with its diagram and its words."""
+def trace_findings(data: TraceData, limit: int | None = None) -> list[Finding]:
+    """The findings of one trace (the first `limit` of them) with their diagrams and words.
+
+    Only the findings drawn are laid out and put in words: a trace with thousands of
+    violations costs its first `limit`, and its events' clocks are looked up once.
+    """
     by_id = {m["msg_id"]: m for m in data.messages}
+    clocks = event_clocks(data.events)
     out: list[Finding] = []
-    for i, v in enumerate(data.violations):
+    room = len(data.violations) + len(data.crowns) + 1 if limit is None else limit
+    for i, v in enumerate(data.violations[:room]):
         kind = str(v["kind"])
         out.append(
             Finding(
@@ -63,13 +74,13 @@ def trace_findings(data: TraceData) -> list[Finding]:
                 kind,
                 f"{kind} violation at {v['dst']}: {v['overtaken_msg']} overtaken by "
                 f"{v['overtaking_msg']}",
-                violation_words(v, by_id, data.events),
+                violation_words(v, by_id, clocks),
                 layout.layout(data.events, data.messages, layout.violation_roles(v)),
                 f"{data.trace}-v{i}",
                 {"overtaken": v["overtaken_msg"], "overtaking": v["overtaking_msg"]},
             )
         )
-    for c in data.crowns:
+    for c in data.crowns[: max(room - len(out), 0)]:
         members = data.members.get(c["scc_id"], [])
         out.append(
             Finding(
@@ -77,13 +88,13 @@ def trace_findings(data: TraceData) -> list[Finding]:
                 "CROWN",
                 f"crown component {c['scc_id']} ({c['scc_size']} messages, witness crown of "
                 f"{c['k']})",
-                crown_words(c, members, by_id, data.events),
+                crown_words(c, members, by_id, clocks),
                 layout.layout(data.events, data.messages, layout.crown_roles(c["crown"], members)),
                 f"{data.trace}-c{c['scc_id']}",
                 {"scc": str(c["scc_id"])},
             )
         )
-    if data.cycle:
+    if data.cycle and len(out) < room:
         out.append(
             Finding(
                 data.trace,
@@ -138,7 +149,9 @@ def gather(source: Tables, trace: str | None = None) -> dict[str, Any]:
         picked.append(s["trace_id"])
         budget -= s["findings"]
     data = trace_data(source, picked)
-    findings = [f for t in picked for f in trace_findings(data[t])][:MAX_FINDINGS]
+    findings: list[Finding] = []
+    for t in picked:
+        findings.extend(trace_findings(data[t], MAX_FINDINGS - len(findings)))
     total_findings = sum(s["findings"] for s in with_findings)
     return {
         "run": source.run,

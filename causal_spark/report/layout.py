@@ -107,6 +107,45 @@ def _order(events: Sequence[Mapping[str, Any]]) -> list[Event]:
     return [(e["process"], int(e["lseq"])) for e in key]
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    events: Sequence[Mapping[str, Any]]
+    messages: Sequence[Mapping[str, Any]]
+    order: list[Event]
+    rank: dict[Event, int]
+    pidx: dict[str, int]
+    kinds: dict[Event, str]
+    by_id: dict[str, Mapping[str, Any]]
+    messages_at: dict[Event, list[int]]  # each event's messages (indexes into `messages`)
+
+
+_LAST: list[_Prepared] = []  # the last trace prepared (its lists are held, so `is` is safe)
+
+
+def _prepared(
+    events: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]
+) -> _Prepared:
+    if _LAST and _LAST[0].events is events and _LAST[0].messages is messages:
+        return _LAST[0]
+    order = _order(events)
+    messages_at: dict[Event, list[int]] = {}
+    for i, m in enumerate(messages):
+        for e in _ends(m):
+            messages_at.setdefault(e, []).append(i)
+    prep = _Prepared(
+        events,
+        messages,
+        order,
+        {e: i for i, e in enumerate(order)},
+        {e["process"]: (e.get("pidx") or 0) for e in events},
+        {(e["process"], int(e["lseq"])): str(e.get("kind") or "") for e in events},
+        {m["msg_id"]: m for m in messages},
+        messages_at,
+    )
+    _LAST[:] = [prep]
+    return prep
+
+
 def _ends(m: Mapping[str, Any]) -> list[Event]:
     ends = []
     if m.get("src") is not None and m.get("send_lseq") is not None:
@@ -121,12 +160,14 @@ def window(
     focus: Sequence[Event],
     max_events: int = MAX_EVENTS,
     context: int = CONTEXT,
+    rank: Mapping[Event, int] | None = None,
 ) -> list[Event]:
     """The events drawn: the focus events first, then up to `context` events either side of
-    each, at most `max_events` in all; in the order of `order`."""
+    each, at most `max_events` in all; in the order of `order` (`rank`: each event's position
+    in it, if already known)."""
     if len(order) <= max_events:
         return list(order)
-    rank = {e: i for i, e in enumerate(order)}
+    rank = rank if rank is not None else {e: i for i, e in enumerate(order)}
     ranks = sorted({rank[e] for e in focus if e in rank})
     chosen: set[int] = set(ranks[:max_events])
     for distance in range(1, context + 1):
@@ -146,23 +187,32 @@ def layout(
     max_events: int = MAX_EVENTS,
     context: int = CONTEXT,
 ) -> Diagram:
-    """The diagram of one finding: `roles` names its messages (every other one is `other`)."""
-    order = _order(events)
-    focus = [e for m in messages if roles.get(m["msg_id"], OTHER) in FOCUS_ROLES for e in _ends(m)]
-    shown = window(order, focus, max_events, context)
+    """The diagram of one finding: `roles` names its messages (every other one is `other`).
+
+    What depends on the trace only (its causal order, each event's messages) is computed
+    once per trace and reused for its other findings: a diagram then costs its window,
+    not the trace's size.
+    """
+    prep = _prepared(events, messages)
+    focus = [
+        e
+        for msg, role in sorted(roles.items())
+        if role in FOCUS_ROLES and msg in prep.by_id
+        for e in _ends(prep.by_id[msg])
+    ]
+    shown = window(prep.order, focus, max_events, context, prep.rank)
     column = {e: i for i, e in enumerate(shown)}
-    pidx = {e["process"]: (e.get("pidx") or 0) for e in events}
-    processes = sorted({p for p, _ in shown}, key=lambda p: (pidx.get(p, 0), p))
-    kinds = {(e["process"], int(e["lseq"])): str(e.get("kind") or "") for e in events}
+    processes = sorted({p for p, _ in shown}, key=lambda p: (prep.pidx.get(p, 0), p))
+    kinds = prep.kinds
     lanes = {p: float(TOP + i * DY) for i, p in enumerate(processes)}
+    touching = {i for e in shown for i in prep.messages_at.get(e, ())}
     drawn: list[Arrow] = []
-    omitted = 0
-    for m in sorted(messages, key=lambda m: str(m["msg_id"])):
+    for i in sorted(touching, key=lambda i: str(prep.messages[i]["msg_id"])):
+        m = prep.messages[i]
         ends = _ends(m)
-        if not ends or any(e not in column for e in ends):
-            omitted += 1
-            continue
-        drawn.append(_arrow(m, ends, roles, column, lanes))
+        if ends and all(e in column for e in ends):
+            drawn.append(_arrow(m, ends, roles, column, lanes))
+    omitted = len(prep.messages) - len(drawn)
     marks = tuple(
         Mark(p, lseq, kinds.get((p, lseq), ""), float(LEFT + column[(p, lseq)] * DX), lanes[p])
         for p, lseq in shown
@@ -175,7 +225,7 @@ def layout(
         arrows=tuple(drawn),
         width=width,
         height=height,
-        omitted_events=len(order) - len(shown),
+        omitted_events=len(prep.order) - len(shown),
         omitted_messages=omitted,
     )
 
