@@ -411,3 +411,26 @@ def test_the_citation_check_finds_what_it_forbids(tmp_path: Path) -> None:
         "causal_spark/b.py:2",
         "causal_spark/c.py:1",
     ]
+
+
+def test_every_package_and_template_ships_in_the_wheel() -> None:
+    """pyproject lists packages by hand: a new package or template kind must be added there
+    (a cluster runs the wheel, where an unlisted one is missing; an editable install hides it)."""
+    import fnmatch
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / PACKAGE).rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert on_disk <= set(setuptools["packages"]), on_disk - set(setuptools["packages"])
+    patterns = setuptools["package-data"][f"{PACKAGE}.report"]
+    templates = (ROOT / PACKAGE / "report" / "templates").iterdir()
+    unshipped = [
+        t.name
+        for t in templates
+        if not any(fnmatch.fnmatch(f"templates/{t.name}", p) for p in patterns)
+    ]
+    assert unshipped == []
