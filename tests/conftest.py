@@ -21,6 +21,10 @@ from causal_spark.config import Config, load_config
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data-samples"
 
+# Spark defaults for short-lived test drivers (tests/spark-conf/spark-defaults.conf: C1 JIT,
+# no code generation), read by this process's session and inherited by every subprocess
+os.environ.setdefault("SPARK_CONF_DIR", str(ROOT / "tests" / "spark-conf"))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _run_from_repo_root() -> Iterator[None]:
