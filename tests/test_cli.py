@@ -118,19 +118,19 @@ def _ingest_generated(spark: SparkSession, out: Path, warehouse: Path) -> RunRec
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 def test_generate_is_a_sub_command_whose_traces_ingest_cleanly(
-    spark: SparkSession, tmp_path: Path, fmt: str
+    spark: SparkSession, tmp_path: Path
 ) -> None:
-    out = tmp_path / "gen"
+    """JSON Lines here; the default, Parquet, through spark-submit below."""
+    out, fmt = tmp_path / "gen", "jsonl"
     done = _run(
         [str(BIN / "causal-spark"), "generate", "--out", str(out), *GENERATE_ARGS,
          "--format", fmt, "--conf", "conf/test.yml"]
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "wrote 2 trace(s) x 100 events (4 processes" in done.stdout
-    suffix = {"parquet": ".parquet", "jsonl": ".json"}[fmt]  # Spark's JSON Lines: .json
-    assert any(p.suffix == suffix for p in out.rglob("*")), sorted(out.rglob("*"))
+    # Spark's JSON Lines: .json
+    assert any(p.suffix == ".json" for p in out.rglob("*")), sorted(out.rglob("*"))
     record = _ingest_generated(spark, out, tmp_path / "warehouse")
     # 2 traces x 100 events, every row analysed and none quarantined
     ingest = record.stages.ingest
@@ -150,7 +150,8 @@ def test_spark_submit_generate_takes_the_same_arguments(
          "--out", str(out), *GENERATE_ARGS, "--conf", "conf/test.yml"]
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "wrote 2 trace(s)" in done.stdout
+    assert "wrote 2 trace(s) x 100 events (4 processes" in done.stdout
+    assert any(p.suffix == ".parquet" for p in out.rglob("*")), sorted(out.rglob("*"))
     record = _ingest_generated(spark, out, tmp_path / "warehouse")
     ingest = record.stages.ingest
     assert ingest is not None and (ingest.rows_read, ingest.quarantined) == (200, 0)

@@ -311,49 +311,30 @@ def _paths(text: str, root: Path) -> str:
 
 @pytest.mark.slow
 def test_the_commands_of_the_scheduling_doc_run(tmp_path: Path) -> None:
+    """Two nights on one warehouse: the cron line, then the Airflow task (its spark-submit
+    application and arguments, as Airflow runs them) once a new file has landed; then the
+    commands that look back."""
     logs = tmp_path / "logs"
     logs.mkdir()
     (tmp_path / "reports").mkdir()
     for name in ("fifo_violation", "causal_cycle", "bad_input"):
         shutil.copy(f"data-samples/{name}.jsonl", logs)
-    (cron,) = _blocks("cron")
-    line = next(line for line in cron.splitlines() if not line.startswith("#"))
-    command = _paths(line.split(None, 5)[5], tmp_path)
     env = _env()
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
-    report = tmp_path / "reports" / "audit.json"
-    nights = []
-    for night in range(2):
-        if night == 1:
-            shutil.copy("data-samples/causal_chat.jsonl", logs)
-        done = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, timeout=1800)
-        nights.append(json.loads(report.read_text()))
-        # causal,invalid: causal_cycle is INVALID every night
-        assert done.returncode == 1, (tmp_path / "reports" / "audit.log").read_text()[-3000:]
-    assert [n["mode"] for n in nights] == ["incremental", "incremental"]
-    assert nights[0]["findings"]["invalid"] == 1
-    # night 2 read the one new file and analysed its trace only
-    (row,) = [r for r in Ledger(str(tmp_path / "audit")).rows() if r["id"] == nights[1]["run_id"]]
-    files = {f["path"].rsplit("/", 1)[1]: f for given in row["inputs"] for f in given["files"]}
-    assert {n for n, f in files.items() if f["read"]} == {"causal_chat.jsonl"}
-    assert nights[1]["tables"]["trace_summary"]["written"] == 1
-    assert nights[1]["tables"]["trace_summary"]["rows"] == 4
-    assert {a["trace_id"] for a in nights[1]["new_findings"]["appeared_list"]} == {"causal_chat"}
+    # night 1: the cron line
+    (cron,) = _blocks("cron")
+    line = next(line for line in cron.splitlines() if not line.startswith("#"))
+    done = subprocess.run(
+        ["bash", "-c", _paths(line.split(None, 5)[5], tmp_path)], cwd=ROOT, env=env, timeout=1800
+    )
+    first = json.loads((tmp_path / "reports" / "audit.json").read_text())
+    # causal,invalid: causal_cycle is INVALID every night
+    assert done.returncode == 1, (tmp_path / "reports" / "audit.log").read_text()[-3000:]
+    assert first["mode"] == "incremental" and first["findings"]["invalid"] == 1
     log = (tmp_path / "reports" / "audit.log").read_text()
     assert "fail-on HELD: invalid > 0" in log and "started" not in log  # --quiet
-    (looking_back,) = _blocks("bash")
-    for text in looking_back.strip().splitlines():
-        done = subprocess.run(
-            ["bash", "-c", _paths(text, tmp_path)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.strip()
-    # the Airflow task: its spark-submit application and arguments, run as Airflow would
+    # night 2: the Airflow task, after causal_chat.jsonl landed
+    shutil.copy("data-samples/causal_chat.jsonl", logs)
     (dag,) = _blocks("python")
     call = next(
         node
@@ -362,9 +343,7 @@ def test_the_commands_of_the_scheduling_doc_run(tmp_path: Path) -> None:
     )
     keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
     arguments = [
-        _paths(a, tmp_path)
-        .replace("{{ ds }}", "2026-11-24")
-        .replace(f"{tmp_path}/audit", f"{tmp_path}/audit-airflow")
+        _paths(a, tmp_path).replace("{{ ds }}", "2026-11-24")
         for a in keywords["application_args"]
     ]
     conf = [x for key, value in keywords["conf"].items() for x in ("--conf", f"{key}={value}")]
@@ -377,8 +356,25 @@ def test_the_commands_of_the_scheduling_doc_run(tmp_path: Path) -> None:
         timeout=1800,
     )
     assert done.returncode == 1, done.stderr[-3000:]  # the task fails: a condition held
-    airflow_report = json.loads((tmp_path / "reports" / "audit-2026-11-24.json").read_text())
-    assert (
-        airflow_report["status"] == "committed"
-        and airflow_report["tables"]["trace_summary"]["rows"] == 4
-    )
+    second = json.loads((tmp_path / "reports" / "audit-2026-11-24.json").read_text())
+    assert second["status"] == "committed" and second["mode"] == "incremental"
+    # night 2 read the one new file and analysed its trace only
+    (row,) = [r for r in Ledger(str(tmp_path / "audit")).rows() if r["id"] == second["run_id"]]
+    files = {f["path"].rsplit("/", 1)[1]: f for given in row["inputs"] for f in given["files"]}
+    assert {n for n, f in files.items() if f["read"]} == {"causal_chat.jsonl"}
+    assert second["tables"]["trace_summary"]["written"] == 1
+    assert second["tables"]["trace_summary"]["rows"] == 4
+    assert {a["trace_id"] for a in second["new_findings"]["appeared_list"]} == {"causal_chat"}
+    # looking back
+    (looking_back,) = _blocks("bash")
+    for text in looking_back.strip().splitlines():
+        done = subprocess.run(
+            ["bash", "-c", _paths(text, tmp_path)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip()
