@@ -103,3 +103,29 @@ def crown_relation(
             if node_a != node_b and (b.dst, b.recv_lseq) in future[node_a]:
                 out[node_a].add(node_b)
     return out
+
+
+def fewest_through(msgs: list[Message], future: dict[Event, set[Event]], msg: str) -> int | None:
+    """The fewest messages of a crown containing `msg`, None if there is none: NetworkX
+    enumerates the simple cycles through `msg` of the relation m ~> m' (s(m) -> r(m')),
+    shortest first, and keeps the first whose send events are distinct."""
+    import networkx as nx
+
+    by_id = {m.msg_id: m for m in msgs}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(by_id)
+    graph.add_edges_from(
+        (a.msg_id, b.msg_id)
+        for a in msgs
+        for b in msgs
+        if (a.src, a.send_lseq) != (b.src, b.send_lseq)
+        and (b.dst, b.recv_lseq) in future[(a.src, a.send_lseq)]
+    )
+    scc = next(c for c in nx.strongly_connected_components(graph) if msg in c)
+    around = graph.subgraph(scc)
+    for bound in range(2, len(scc) + 1):
+        for cycle in nx.simple_cycles(around, length_bound=bound):
+            sends = {(by_id[m].src, by_id[m].send_lseq) for m in cycle}
+            if msg in cycle and len(sends) == len(cycle):
+                return len(cycle)
+    return None

@@ -9,6 +9,7 @@ search over events, crown components from the strongly connected components
 from __future__ import annotations
 
 import random
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +40,13 @@ from causal_spark.anomalies.explain import crown_words, vector_text
 from causal_spark.app.cli import main, run
 from causal_spark.clocks import trace_clock_status, with_clocks
 from causal_spark.config import ClockSettings
-from tests.conftest import read_delta
+from tests.conftest import ROOT, read_delta
 from tests.random_traces import Trace, brute_clocks, frames, random_trace
 from tests.reference_order import (
     Message,
     crown_relation,
     fewest_messages,
+    fewest_through,
     happened_before_sets,
     pairwise_violations,
 )
@@ -408,6 +410,57 @@ def test_explain_of_a_message_of_an_invalid_trace_names_the_cycle(
     assert _explain_trace(audited, "causal_cycle", "--msg", row["cycle"][0]) == 0
     text = capsys.readouterr().out
     assert "INVALID" in text and f"witness cycle of {len(row['cycle'])} receive(s)" in text
+
+
+def test_explain_names_a_crown_through_a_message_outside_the_stored_witness(
+    audited: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = "nested_crowns"
+    (stored,) = [c for c in read_delta(audited / "crowns").to_pylist() if c["trace_id"] == trace]
+    members = {
+        r["msg_id"]
+        for r in read_delta(audited / "crown_members").to_pylist()
+        if r["trace_id"] == trace
+    }
+    rows = [r for r in read_delta(audited / "messages").to_pylist() if r["trace_id"] == trace]
+    msgs = [Message(r["msg_id"], r["src"], r["send_lseq"], r["dst"], r["recv_lseq"]) for r in rows]
+    by_id = {m.msg_id: m for m in msgs}
+    lengths: dict[str, int] = {}
+    for e in read_delta(audited / "events").to_pylist():
+        if e["trace_id"] == trace:
+            lengths[e["process"]] = max(lengths.get(e["process"], 0), e["lseq"])
+    future = happened_before_sets(lengths, msgs)
+    msg = sorted(members - set(stored["crown"]))[0]  # a member the stored witness leaves out
+    out = tmp_path / "crown.svg"
+    assert _explain_trace(audited, trace, "--msg", msg, "--svg", str(out)) == 0
+    text = capsys.readouterr().out
+    assert f"witness crown of {stored['k']} messages ({', '.join(stored['crown'])})" in text
+    (line,) = [x for x in text.splitlines() if x.startswith(f"  a crown through {msg}, ")]
+    cycle = line.split(": ", 1)[1].split(" -> ")
+    crown = cycle[:-1]
+    assert cycle[0] == cycle[-1] == msg and f", {len(crown)} messages, a shortest one" in line
+    assert is_crown([by_id[m] for m in crown], future), crown
+    assert len(crown) == fewest_through(msgs, future, msg)
+    # the diagram highlights that crown, and the component's other members as members
+    svg = ET.fromstring(out.read_text("utf-8"))
+    roles = {
+        e.get("data-msg"): e.get("data-role")
+        for e in svg.iter("{http://www.w3.org/2000/svg}line")
+        if e.get("data-msg")
+    }
+    assert {m for m, r in roles.items() if r == "crown"} == set(crown)
+    assert {m for m, r in roles.items() if r == "member"} == members - set(crown)
+    # a budget too small for the search: said so, and the stored witness stands
+    conf = tmp_path / "tight.yml"
+    text = (ROOT / "conf" / "test.yml").read_text("utf-8")
+    conf.write_text(text.replace("crown_search_budget: 20000000", "crown_search_budget: 1"))
+    assert "crown_search_budget: 1\n" in conf.read_text("utf-8")
+    code = main(["explain", "--warehouse", str(audited), "--conf", str(conf), "--trace", trace,
+                 "--msg", msg])  # fmt: skip
+    assert code == 0
+    text = capsys.readouterr().out
+    assert f"the search for a crown through {msg} stopped at its budget (1 steps" in text
+    assert f"  a crown through {msg}" not in text
 
 
 def test_explain_svg_needs_a_message(audited: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,12 +11,15 @@ events gives the edges. The strongly connected components with more than one
 node are the crown components (iterative Tarjan, O(V + E)). A witness is a
 shortest cycle found by breadth-first searches from the component's nodes,
 after a direct check for 2-cycles; the searches stop at an edge budget, and
-the witness is then flagged as possibly not the shortest.
+the witness is then flagged as possibly not the shortest. `crown_through` runs one
+such search from a given message's node, closing through that message: a crown of
+the fewest messages that contains it (what `explain --msg` shows).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -127,6 +130,150 @@ def _two_crown(
 
 
 @njit(cache=True, nogil=True)
+def _crown_from(
+    source: int,
+    only_msg: int,
+    members: np.ndarray,
+    comp: np.ndarray,
+    target: int,
+    best_k: int,
+    limit: int,
+    node_proc: np.ndarray,
+    node_send: np.ndarray,
+    node_msgs_start: np.ndarray,
+    node_msgs: np.ndarray,
+    msg_node: np.ndarray,
+    recv_proc: np.ndarray,
+    recv_lseq: np.ndarray,
+    at_start: np.ndarray,
+    at_lseq: np.ndarray,
+    at_msg: np.ndarray,
+    n: int,
+    start: np.ndarray,
+    send_lseq: np.ndarray,
+    suffix_recv: np.ndarray,
+    targets: np.ndarray,
+    targets_start: np.ndarray,
+    chan_recv: np.ndarray,
+    prefix_send: np.ndarray,
+    sources: np.ndarray,
+    sources_start: np.ndarray,
+    dist: np.ndarray,
+    parent: np.ndarray,
+    entered_by: np.ndarray,
+) -> tuple[np.ndarray, int, bool]:
+    """A crown of fewer than `best_k` messages through node `source` of component `target`,
+    one of the fewest: a breadth-first search in the relation m ~> m' (s(m) -> r(m')).
+
+    The crown closes through the source's message `only_msg` when it is >= 0, else through
+    any of the source's messages; it starts with that message. Returns (crown, or empty if
+    there is none; work spent; whether the search stopped past `limit` before its end).
+    """
+    spent = members.shape[0]
+    for v in members:
+        dist[v] = _NONE
+    dist[source] = 0
+    arrival = np.empty(n, dtype=np.int64)
+    origin = np.empty(n, dtype=np.int64)
+    active = np.empty(n, dtype=np.bool_)
+    scanned = np.empty(n, dtype=np.int64)
+    frontier = np.empty(members.shape[0], dtype=np.int64)
+    following = np.empty(members.shape[0], dtype=np.int64)
+    departure = np.empty(n, dtype=np.int64)
+    # the messages the crown may close through, and the causal past of each one's receive:
+    # m ~> that message iff s(m) is in it
+    if only_msg >= 0:
+        closers = np.full(1, only_msg, dtype=np.int64)
+    else:
+        closers = node_msgs[node_msgs_start[source] : node_msgs_start[source + 1]].copy()
+    past = np.full((closers.shape[0], n), -1, dtype=np.int64)
+    for j in range(closers.shape[0]):
+        msg = closers[j]
+        departure[:] = -1
+        departure[recv_proc[msg]] = recv_lseq[msg]
+        spent += _latest_departures(
+            n, start, chan_recv, prefix_send, sources, sources_start, departure
+        )
+        past[j, :] = departure
+    for p in range(n):
+        scanned[p] = at_start[p + 1]
+    frontier[0] = source
+    size = 1
+    level = 0
+    closing = _NONE
+    closing_msg = _NONE
+    while size > 0 and closing == _NONE and level + 2 < best_k:
+        if spent > limit:
+            return np.empty(0, dtype=np.int64), spent, True
+        level += 1
+        arrival[:] = _FAR
+        origin[:] = _NONE
+        active[:] = False
+        for i in range(size):
+            v = frontier[i]
+            p = node_proc[v]
+            if node_send[v] < arrival[p]:
+                arrival[p] = node_send[v]
+                origin[p] = v
+                active[p] = True
+        spent += _earliest_arrivals(
+            n, start, send_lseq, suffix_recv, targets, targets_start, arrival, origin, active
+        )
+        grown = 0
+        for q in range(n):
+            if arrival[q] == _FAR:
+                continue
+            lo = at_start[q]
+            hi = scanned[q]
+            while lo < hi:  # first receive on q at or after the arrival
+                mid = (lo + hi) // 2
+                if at_lseq[mid] >= arrival[q]:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            first = lo
+            for r in range(first, scanned[q]):
+                spent += 1
+                msg = at_msg[r]
+                b = msg_node[msg]
+                if comp[b] != target or dist[b] != _NONE:
+                    continue
+                dist[b] = level
+                parent[b] = origin[q]
+                entered_by[b] = msg
+                following[grown] = b
+                grown += 1
+            if first < scanned[q]:
+                scanned[q] = first
+        for i in range(grown):
+            b = following[i]
+            for j in range(closers.shape[0]):
+                if node_send[b] <= past[j, node_proc[b]]:
+                    closing = b
+                    closing_msg = closers[j]
+                    break
+            if closing != _NONE:
+                break
+        for i in range(grown):
+            frontier[i] = following[i]
+        size = grown
+    if closing == _NONE or level + 1 >= best_k:
+        return np.empty(0, dtype=np.int64), spent, False
+    # crown m1..mk: m1 = the source's message closing the cycle, then the nodes on the
+    # search path in order, each by the message whose receive was reached
+    k = level + 1
+    crown = np.empty(k, dtype=np.int64)
+    crown[0] = closing_msg
+    at = closing
+    i = k - 1
+    while at != source:
+        crown[i] = entered_by[at]
+        i -= 1
+        at = parent[at]
+    return crown, spent, False
+
+
+@njit(cache=True, nogil=True)
 def _shortest_crown(
     members: np.ndarray,
     comp: np.ndarray,
@@ -157,137 +304,49 @@ def _shortest_crown(
     entered_by: np.ndarray,
 ) -> tuple[np.ndarray, bool]:
     """A crown of the fewest messages within component `target`, by breadth-first searches
-    in the relation m ~> m' (s(m) -> r(m')) from each member in turn, until `budget`."""
+    (`_crown_from`) from each member in turn, until `budget`."""
     best = np.empty(0, dtype=np.int64)
     best_k = _FAR
     spent = 0
-    arrival = np.empty(n, dtype=np.int64)
-    origin = np.empty(n, dtype=np.int64)
-    active = np.empty(n, dtype=np.bool_)
-    scanned = np.empty(n, dtype=np.int64)
-    frontier = np.empty(members.shape[0], dtype=np.int64)
-    following = np.empty(members.shape[0], dtype=np.int64)
-    departure = np.empty(n, dtype=np.int64)
     for source in members:
         if best_k == 2:
             return best, True
         if spent >= budget and best_k != _FAR:
             return best, False
-        spent += members.shape[0]
-        for v in members:
-            dist[v] = _NONE
-        dist[source] = 0
-        # the causal past of each receive of the source: m ~> source iff s(m) is in one
-        n_src_msgs = node_msgs_start[source + 1] - node_msgs_start[source]
-        past = np.full((n_src_msgs, n), -1, dtype=np.int64)
-        for j in range(n_src_msgs):
-            msg = node_msgs[node_msgs_start[source] + j]
-            departure[:] = -1
-            departure[recv_proc[msg]] = recv_lseq[msg]
-            spent += _latest_departures(
-                n, start, chan_recv, prefix_send, sources, sources_start, departure
-            )
-            past[j, :] = departure
-        for p in range(n):
-            scanned[p] = at_start[p + 1]
-        frontier[0] = source
-        size = 1
-        level = 0
-        closing = _NONE
-        closing_msg = _NONE
-        while size > 0 and closing == _NONE and level + 2 < best_k:
-            level += 1
-            arrival[:] = _FAR
-            origin[:] = _NONE
-            active[:] = False
-            for i in range(size):
-                v = frontier[i]
-                p = node_proc[v]
-                if node_send[v] < arrival[p]:
-                    arrival[p] = node_send[v]
-                    origin[p] = v
-                    active[p] = True
-            spent += _earliest_arrivals(
-                n, start, send_lseq, suffix_recv, targets, targets_start, arrival, origin, active
-            )
-            grown = 0
-            for q in range(n):
-                if arrival[q] == _FAR:
-                    continue
-                lo = at_start[q]
-                hi = scanned[q]
-                first = hi
-                while lo < hi:  # first receive on q at or after the arrival
-                    mid = (lo + hi) // 2
-                    if at_lseq[mid] >= arrival[q]:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                first = lo
-                for r in range(first, scanned[q]):
-                    spent += 1
-                    msg = at_msg[r]
-                    b = msg_node[msg]
-                    if comp[b] != target or dist[b] != _NONE:
-                        continue
-                    dist[b] = level
-                    parent[b] = origin[q]
-                    entered_by[b] = msg
-                    following[grown] = b
-                    grown += 1
-                if first < scanned[q]:
-                    scanned[q] = first
-            for i in range(grown):
-                b = following[i]
-                for j in range(n_src_msgs):
-                    if node_send[b] <= past[j, node_proc[b]]:
-                        closing = b
-                        closing_msg = node_msgs[node_msgs_start[source] + j]
-                        break
-                if closing != _NONE:
-                    break
-            for i in range(grown):
-                frontier[i] = following[i]
-            size = grown
-        if closing != _NONE and level + 1 < best_k:
-            best_k = level + 1
-            best = np.empty(best_k, dtype=np.int64)
-            # crown m1..mk: m1 = the source's message closing the cycle, then the nodes
-            # on the search path in order, each by the message whose receive was reached
-            best[0] = closing_msg
-            at = closing
-            i = best_k - 1
-            while at != source:
-                best[i] = entered_by[at]
-                i -= 1
-                at = parent[at]
+        crown, used, _ = _crown_from(
+            source, _NONE, members, comp, target, best_k, _FAR,
+            node_proc, node_send, node_msgs_start, node_msgs, msg_node, recv_proc, recv_lseq,
+            at_start, at_lseq, at_msg, n, start, send_lseq, suffix_recv, targets,
+            targets_start, chan_recv, prefix_send, sources, sources_start, dist, parent,
+            entered_by,
+        )  # fmt: skip
+        spent += used
+        if crown.shape[0] > 0:
+            best = crown
+            best_k = crown.shape[0]
     return best, True
 
 
-def crown_components(
-    n: int,
-    src: np.ndarray,
-    send_lseq: np.ndarray,
-    dst: np.ndarray,
-    recv_lseq: np.ndarray,
-    budget: int,
-) -> Crowns:
-    """Crown components and a witness crown of each, for the delivered messages of a trace.
+@dataclass(frozen=True)
+class _Graph:
+    """The contracted graph of a trace's delivered messages: one node per send event."""
 
-    Rows are messages (src pidx, send lseq, dst pidx, receive lseq) of a trace
-    with `n` processes; messages of one multicast share (src, send_lseq).
-    Components are numbered by their first node in (src, send_lseq) order.
-    `budget` bounds the work of one component's witness search after its first
-    breadth-first search; past it the witness may not be the shortest.
-    """
-    src = np.asarray(src, dtype=np.int64)
-    send_lseq = np.asarray(send_lseq, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    recv_lseq = np.asarray(recv_lseq, dtype=np.int64)
+    node_of: np.ndarray  # per message row: its node
+    node_proc: np.ndarray  # per node: process and lseq of its send
+    node_send: np.ndarray
+    node_msgs: np.ndarray  # message rows by node, and offsets of each node's
+    node_msgs_start: np.ndarray
+    adj_start: np.ndarray  # edges by tail node, each with its head and the message entering it
+    adj: np.ndarray
+    adj_msg: np.ndarray
+    component: np.ndarray  # per node: crown component id (0, 1, ...) or -1
+    n_components: int
+
+
+def _contract(
+    src: np.ndarray, send_lseq: np.ndarray, dst: np.ndarray, recv_lseq: np.ndarray
+) -> _Graph:
     m = src.shape[0]
-    empty = np.empty(0, dtype=np.int64)
-    if m == 0:
-        return Crowns(empty, 0, empty, np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.bool_))
     # nodes: distinct send events, numbered in (src, send_lseq) order
     stride = int(send_lseq.max()) + 1
     keys, node_of = np.unique(src * stride + send_lseq, return_inverse=True)
@@ -325,72 +384,138 @@ def crown_components(
     crown_comps = crown_comps[np.argsort(first_node[crown_comps], kind="stable")]
     number = np.full(int(comp.max()) + 1, _NONE, dtype=np.int64)
     number[crown_comps] = np.arange(crown_comps.shape[0])
-    node_component = np.where(big, number[comp], _NONE)
-    n_crowns = int(crown_comps.shape[0])
+    return _Graph(
+        node_of=node_of,
+        node_proc=uniq[:, 0].astype(np.int64),
+        node_send=uniq[:, 1].astype(np.int64),
+        node_msgs=node_msgs,
+        node_msgs_start=node_msgs_start,
+        adj_start=adj_start,
+        adj=adj,
+        adj_msg=adj_msg,
+        component=np.where(big, number[comp], _NONE),
+        n_components=int(crown_comps.shape[0]),
+    )
+
+
+def _search(
+    g: _Graph,
+    index: Channels,
+    dst: np.ndarray,
+    recv_lseq: np.ndarray,
+) -> tuple[Any, ...]:
+    """The arrays `_crown_from` and `_shortest_crown` take after their first seven."""
+    at_order = np.lexsort((recv_lseq, dst))
+    at_start = np.zeros(index.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=index.n), out=at_start[1:])
+    n_nodes = g.node_proc.shape[0]
+    return (
+        g.node_proc, g.node_send, g.node_msgs_start, g.node_msgs, g.node_of, dst, recv_lseq,
+        at_start, recv_lseq[at_order], at_order.astype(np.int64), index.n, index.start,
+        index.send_lseq, index.suffix_recv, index.targets, index.targets_start,
+        index.recv_lseq, index.prefix_send, index.sources, index.sources_start,
+        np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes, dtype=np.int64),
+        np.empty(n_nodes, dtype=np.int64),
+    )  # fmt: skip
+
+
+def _as_rows(*columns: np.ndarray | list[int]) -> list[np.ndarray]:
+    return [np.asarray(c, dtype=np.int64) for c in columns]
+
+
+def crown_components(
+    n: int,
+    src: np.ndarray,
+    send_lseq: np.ndarray,
+    dst: np.ndarray,
+    recv_lseq: np.ndarray,
+    budget: int,
+) -> Crowns:
+    """Crown components and a witness crown of each, for the delivered messages of a trace.
+
+    Rows are messages (src pidx, send lseq, dst pidx, receive lseq) of a trace
+    with `n` processes; messages of one multicast share (src, send_lseq).
+    Components are numbered by their first node in (src, send_lseq) order.
+    `budget` bounds the work of one component's witness search after its first
+    breadth-first search; past it the witness may not be the shortest.
+    """
+    src, send_lseq, dst, recv_lseq = _as_rows(src, send_lseq, dst, recv_lseq)
+    empty = np.empty(0, dtype=np.int64)
+    if src.shape[0] == 0:
+        return Crowns(empty, 0, empty, np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.bool_))
+    g = _contract(src, send_lseq, dst, recv_lseq)
+    n_crowns = g.n_components
     if n_crowns == 0:
         return Crowns(
-            node_component[node_of],
+            g.component[g.node_of],
             0,
             empty,
             np.zeros(1, dtype=np.int64),
             np.empty(0, dtype=np.bool_),
         )
-    index = channels(n, src, dst, send_lseq, recv_lseq)
-    at_order = np.lexsort((recv_lseq, dst))
-    at_start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=at_start[1:])
-    dist = np.empty(n_nodes, dtype=np.int64)
-    parent = np.empty(n_nodes, dtype=np.int64)
-    entered_by = np.empty(n_nodes, dtype=np.int64)
-    members_of = np.argsort(node_component, kind="stable")
-    bounds = np.searchsorted(node_component[members_of], np.arange(n_crowns + 1))
+    arrays = _search(g, channels(n, src, dst, send_lseq, recv_lseq), dst, recv_lseq)
+    members_of = np.argsort(g.component, kind="stable")
+    bounds = np.searchsorted(g.component[members_of], np.arange(n_crowns + 1))
     crowns: list[np.ndarray] = []
     shortest = np.zeros(n_crowns, dtype=np.bool_)
     for c in range(n_crowns):
         members = members_of[bounds[c] : bounds[c + 1]].astype(np.int64)
-        crown = _two_crown(members, node_component, c, adj_start, adj, adj_msg)
+        crown = _two_crown(members, g.component, c, g.adj_start, g.adj, g.adj_msg)
         exact = True
         if crown.shape[0] == 0:
-            crown, exact = _shortest_crown(
-                members,
-                node_component,
-                c,
-                budget,
-                uniq[:, 0].astype(np.int64),
-                uniq[:, 1].astype(np.int64),
-                node_msgs_start,
-                node_msgs,
-                node_of,
-                dst,
-                recv_lseq,
-                at_start,
-                recv_lseq[at_order],
-                at_order.astype(np.int64),
-                index.n,
-                index.start,
-                index.send_lseq,
-                index.suffix_recv,
-                index.targets,
-                index.targets_start,
-                index.recv_lseq,
-                index.prefix_send,
-                index.sources,
-                index.sources_start,
-                dist,
-                parent,
-                entered_by,
-            )
+            crown, exact = _shortest_crown(members, g.component, c, budget, *arrays)
         crowns.append(crown)
         shortest[c] = exact
     crown_start = np.zeros(n_crowns + 1, dtype=np.int64)
     np.cumsum([len(c) for c in crowns], out=crown_start[1:])
     return Crowns(
-        component=node_component[node_of],
+        component=g.component[g.node_of],
         n_components=n_crowns,
         crown=np.concatenate(crowns),
         crown_start=crown_start,
         shortest=shortest,
     )
+
+
+@dataclass(frozen=True)
+class Through:
+    """A crown through one message, as `crown_through` finds it."""
+
+    crown: np.ndarray  # message rows m1..mk, m1 the message asked about; empty: none found
+    in_component: bool  # the message is in a crown component
+    cut: bool  # the search stopped at its budget before it found one or ended
+
+
+def crown_through(
+    n: int,
+    src: np.ndarray,
+    send_lseq: np.ndarray,
+    dst: np.ndarray,
+    recv_lseq: np.ndarray,
+    msg: int,
+    budget: int,
+) -> Through:
+    """A crown of the fewest messages that contains message row `msg`, if there is one.
+
+    Rows as for `crown_components`; the rows of `msg`'s crown component alone suffice
+    (a crown lies within one component), so memory is O(component). One breadth-first
+    search from `msg`'s node, the one `crown_components` runs from each member, closing
+    through `msg` itself; past `budget` (channel probes and receives scanned) it stops
+    and says so. A complete search that finds none proves there is none.
+    """
+    src, send_lseq, dst, recv_lseq = _as_rows(src, send_lseq, dst, recv_lseq)
+    empty = np.empty(0, dtype=np.int64)
+    if not 0 <= msg < src.shape[0]:
+        raise IndexError(f"message row {msg} of {src.shape[0]}")
+    g = _contract(src, send_lseq, dst, recv_lseq)
+    source = int(g.node_of[msg])
+    target = int(g.component[source])
+    if target < 0:
+        return Through(empty, in_component=False, cut=False)
+    arrays = _search(g, channels(n, src, dst, send_lseq, recv_lseq), dst, recv_lseq)
+    members = np.flatnonzero(g.component == target).astype(np.int64)
+    crown, _, cut = _crown_from(source, msg, members, g.component, target, _FAR, budget, *arrays)
+    return Through(crown, in_component=True, cut=cut)
 
 
 def is_crown(

@@ -4,7 +4,8 @@
 so it costs a few small filtered scans however large the tables are;
 `explain_trace` lists a trace's findings, a bounded number of each kind.
 Vectors of more than `WIDE` processes are shown by their non-zero entries,
-named by process; a crown component names its first members only.
+named by process; a crown component names its first members only, and for the
+message asked about a crown through it (`crown_through` on the component's rows).
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
+import numpy as np
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
 from causal_spark.anomalies import CAUSAL, FIFO
+from causal_spark.anomalies.crown_kernel import crown_through
+from causal_spark.config import DetectSettings
 
 
 class UnknownMessageError(ValueError):
@@ -121,8 +125,12 @@ def _path(msg: Row, other: Row, chain: list[str], by_id: dict[str, Row], clocks:
     return " -> ".join(steps)
 
 
-def explain_message(tables: Findings, trace: str, msg: str) -> str:
-    """The violations and crowns message `msg` of `trace` takes part in, in words."""
+def explain_message(tables: Findings, trace: str, msg: str, budget: int | None = None) -> str:
+    """The violations and crowns message `msg` of `trace` takes part in, in words.
+
+    In a crown component whose witness does not contain `msg`, a crown through `msg` is
+    searched for within `budget` (default: `detect.crown_search_budget`'s).
+    """
     summary = tables.trace_summary.where(F.col(C.TRACE_ID) == trace).collect()
     if not summary:
         raise UnknownMessageError(f"trace '{trace}' is not in trace_summary")
@@ -150,7 +158,10 @@ def explain_message(tables: Findings, trace: str, msg: str) -> str:
             (F.col(C.TRACE_ID) == trace) & (F.col("scc_id") == scc)
         ).collect()
         members[scc] = _first_members(tables, trace, scc)
-    named = {msg}
+    through = None
+    if crowns and msg not in crowns[0]["crown"]:
+        through = _through(tables, trace, crowns[0]["scc_id"], msg, budget)
+    named = {msg, *(through.crown if through else [])}
     for v in violations:
         named.update([v["overtaken_msg"], v["overtaking_msg"], *v["chain"]])
     for c in crowns:
@@ -186,6 +197,7 @@ def explain_message(tables: Findings, trace: str, msg: str) -> str:
         lines.extend(_violation_lines(v, by_id, clocks))
     for c in crowns:
         lines.extend(_crown_lines(c, members[c["scc_id"]], by_id, clocks))
+        lines.extend(_through_lines(msg, c["crown"], through, by_id, clocks))
     if not violations and not crowns and m[C.STATUS] == C.DELIVERED:
         lines.append(f"{msg} is in no violation and in no crown component")
     return "\n".join(lines)
@@ -239,8 +251,7 @@ def _violation_lines(v: Row, by_id: dict[str, Any], clocks: _Clocks) -> list[str
     return lines
 
 
-def _crown_lines(c: Row, members: list[str], by_id: dict[str, Any], clocks: _Clocks) -> list[str]:
-    crown = list(c["crown"])
+def _steps(crown: Sequence[str], by_id: Mapping[str, Any], clocks: _Clocks) -> list[str]:
     steps = []
     for i, a in enumerate(crown):
         b = crown[(i + 1) % len(crown)]
@@ -249,6 +260,12 @@ def _crown_lines(c: Row, members: list[str], by_id: dict[str, Any], clocks: _Clo
             f"s({a}) at {clocks.describe(ma[C.SRC], ma[C.SEND_LSEQ])} -> "
             f"r({b}) at {clocks.describe(mb[C.DST], mb[C.RECV_LSEQ])}"
         )
+    return steps
+
+
+def _crown_lines(c: Row, members: list[str], by_id: dict[str, Any], clocks: _Clocks) -> list[str]:
+    crown = list(c["crown"])
+    steps = _steps(crown, by_id, clocks)
     size = int(c["scc_size"])
     named = members[:MEMBERS_SHOWN]
     shown = ", ".join(named) + (f", ... and {size - len(named)} more" if size > len(named) else "")
@@ -263,6 +280,87 @@ def _crown_lines(c: Row, members: list[str], by_id: dict[str, Any], clocks: _Clo
         )
         + ":",
         *(f"    {step}" for step in steps),
+    ]
+
+
+@dataclass(frozen=True)
+class Through:
+    """A crown through the message asked about: msg_ids, that message first ([]: none)."""
+
+    crown: list[str]
+    cut: bool  # the search stopped at its budget before it found one
+    budget: int
+
+
+def crown_through_ids(
+    ids: Sequence[str],
+    src: Sequence[int] | np.ndarray,
+    send_lseq: Sequence[int] | np.ndarray,
+    dst: Sequence[int] | np.ndarray,
+    recv_lseq: Sequence[int] | np.ndarray,
+    msg: str,
+    budget: int | None = None,
+) -> Through:
+    """A crown of the fewest messages through `msg`, given the rows (msg_id, src pidx, send
+    lseq, dst pidx, receive lseq) of its crown component (or of its whole trace)."""
+    budget = DetectSettings().crown_search_budget if budget is None else budget
+    order = np.argsort(np.asarray(ids, dtype=object), kind="stable")
+    names = [ids[i] for i in order]
+    ends = np.concatenate([np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)])
+    # processes renumbered 0.. among those the rows name: memory O(rows), not O(trace)
+    procs, pidx = np.unique(ends, return_inverse=True)
+    found = crown_through(
+        int(procs.shape[0]),
+        pidx[: len(names)][order],
+        np.asarray(send_lseq, dtype=np.int64)[order],
+        pidx[len(names) :][order],
+        np.asarray(recv_lseq, dtype=np.int64)[order],
+        names.index(msg),
+        budget,
+    )
+    return Through([names[r] for r in found.crown], found.cut, budget)
+
+
+def _through(tables: Findings, trace: str, scc: int, msg: str, budget: int | None) -> Through:
+    """`crown_through_ids` on the rows of component `scc` (one join, O(component) rows)."""
+    ids = tables.crown_members.where(
+        (F.col(C.TRACE_ID) == trace) & (F.col("scc_id") == scc)
+    ).select(C.MSG_ID)
+    rows = (
+        tables.messages.where(F.col(C.TRACE_ID) == trace)
+        .join(ids, C.MSG_ID)
+        .select(C.MSG_ID, C.SRC_PIDX, C.SEND_LSEQ, C.DST_PIDX, C.RECV_LSEQ)
+        .toArrow()
+    )
+    src, send, dst, recv = (
+        rows.column(c).to_numpy() for c in (C.SRC_PIDX, C.SEND_LSEQ, C.DST_PIDX, C.RECV_LSEQ)
+    )
+    return crown_through_ids(rows.column(C.MSG_ID).to_pylist(), src, send, dst, recv, msg, budget)
+
+
+def _through_lines(
+    msg: str, witness: Sequence[str], through: Through | None, by_id: Mapping[str, Any],
+    clocks: _Clocks,
+) -> list[str]:  # fmt: skip
+    """The crown through `msg` after its component's lines (none when the witness has it)."""
+    if msg in witness or through is None:
+        return []
+    if through.crown:
+        crown = through.crown
+        return [
+            f"  a crown through {msg}, {len(crown)} messages, a shortest one: "
+            + " -> ".join([*crown, crown[0]]),
+            *(f"    {step}" for step in _steps(crown, by_id, clocks)),
+        ]
+    if through.cut:
+        return [
+            f"  the search for a crown through {msg} stopped at its budget "
+            f"({through.budget} steps, detect.crown_search_budget) before finding one; "
+            "the witness crown above does not pass through it"
+        ]
+    return [
+        f"  no crown passes through {msg}: none of the members its send reaches step by step "
+        f"(s(m) -> r(m')) is sent before r({msg}); the witness crown above is the component's"
     ]
 
 

@@ -352,7 +352,7 @@ def explain(args: argparse.Namespace, session: SparkSession | None = None) -> st
     )
     if args.msg is None:
         return explain_trace(findings, args.trace)
-    return explain_message(findings, args.trace, args.msg)
+    return explain_message(findings, args.trace, args.msg, config.detect.crown_search_budget)
 
 
 def comparison_report(args: argparse.Namespace, session: SparkSession | None = None) -> str:

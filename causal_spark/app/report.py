@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from causal_spark.app.options import as_of
+from causal_spark.config import load_config
 from causal_spark.report.build import message_svg, write_report
 
 
@@ -30,7 +31,11 @@ def run_report(args: argparse.Namespace, session: object = None) -> int:
 def write_svg(args: argparse.Namespace) -> str:
     """`explain --svg FILE`: the message's diagram; returns the line saying where it went."""
     svg = message_svg(
-        str(Path(args.warehouse).resolve()), args.trace, args.msg, getattr(args, "as_of", None)
+        str(Path(args.warehouse).resolve()),
+        args.trace,
+        args.msg,
+        getattr(args, "as_of", None),
+        load_config(args.conf).detect.crown_search_budget,
     )
     Path(args.svg).parent.mkdir(parents=True, exist_ok=True)
     Path(args.svg).write_text(svg, encoding="utf-8")

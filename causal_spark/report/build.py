@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from causal_spark import tables
 from causal_spark.anomalies.explain import (
+    crown_through_ids,
     crown_words,
     event_clocks,
     trace_words,
@@ -195,9 +196,12 @@ def write_report(
     return page
 
 
-def message_svg(root: str, trace: str, msg: str, as_of: str | None = None) -> str:
+def message_svg(
+    root: str, trace: str, msg: str, as_of: str | None = None, budget: int | None = None
+) -> str:
     """The diagram of one message as a standalone SVG document: its first violation, else
-    its crown component, else the message alone."""
+    its crown component (with a crown through the message highlighted when there is one,
+    searched within `budget`), else the message alone."""
     source = Tables(root, as_of)
     data = trace_data(source, [trace])[trace]
     roles: dict[str, str] = {msg: layout.SUBJECT}
@@ -209,7 +213,7 @@ def message_svg(root: str, trace: str, msg: str, as_of: str | None = None) -> st
         for c in data.crowns:
             members = data.members.get(c["scc_id"], [])
             if msg in members:
-                roles = layout.crown_roles(c["crown"], members)
+                roles = layout.crown_roles(_crown_through(data, c, members, msg, budget), members)
                 break
         else:
             if msg in data.cycle:
@@ -220,3 +224,19 @@ def message_svg(root: str, trace: str, msg: str, as_of: str | None = None) -> st
         .get_template("diagram.svg")
         .render(diagram=diagram, roles=ROLE_COLOURS, title=f"{trace}: {msg}")
     )
+
+
+def _crown_through(
+    data: TraceData, c: dict[str, Any], members: list[str], msg: str, budget: int | None
+) -> list[str]:
+    """A crown of component `c` through `msg`: its witness if that has `msg`, else the
+    shortest one through `msg`, else (none, or the budget spent) the witness."""
+    if msg in c["crown"]:
+        return list(c["crown"])
+    mine = set(members)
+    rows = [m for m in data.messages if m["msg_id"] in mine]
+    src, send, dst, recv = (
+        [m[k] for m in rows] for k in ("src_pidx", "send_lseq", "dst_pidx", "recv_lseq")
+    )
+    through = crown_through_ids([m["msg_id"] for m in rows], src, send, dst, recv, msg, budget)
+    return through.crown or list(c["crown"])
