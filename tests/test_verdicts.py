@@ -207,3 +207,18 @@ def test_skipped_files_and_a_trace_with_no_event_through_the_cli(
         T.StructType([tables.table_schema(tables.TRACE_SUMMARY)[c] for c in columns]),
     )
     assert_df_equality(got, expected, ignore_nullable=True)
+
+    # the readers' words: `runs` lists the skipped files, `explain` and `report` say why
+    # the trace has no order class
+    assert cli.main(["runs", "--warehouse", str(warehouse)]) == 0
+    assert (
+        f"  skipped 6 file(s) no reader took: {paths[0]}, {paths[1]}, {paths[2]} and 3 more"
+    ) in capsys.readouterr().out.splitlines()
+    assert cli.main(["explain", "--trace", "all_bad", *common], spark) == 0
+    assert capsys.readouterr().out.startswith(
+        "trace all_bad: order class none: no analysable event: all 3 input row(s) "
+        "quarantined (0 processes, 0 events, 0 messages, 3 rows quarantined;"
+    )
+    page = tmp_path / "report"
+    assert cli.main(["report", "--warehouse", str(warehouse), "--out", str(page)]) == 0
+    assert "<td>all_bad</td><td>none</td>" in (page / "index.html").read_text()
