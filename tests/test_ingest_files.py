@@ -220,9 +220,9 @@ def test_files_no_reader_takes_are_listed(tmp_path: Path) -> None:
     (tmp_path / "build.log").write_text("compiling...\ndone\n")
     inputs = discover_inputs([str(tmp_path)], IngestSettings())
     assert sorted((Path(s.path).name, s.why) for s in inputs.skipped) == [
-        ("LICENSE.txt", "no reader knows this file's format"),
-        ("build.log", "no reader knows this file's format"),
-        ("notes.md", "no reader knows this file's format"),
+        ("LICENSE.txt", "its content is no format that reads .txt"),
+        ("build.log", "its content is no format that reads .log"),
+        ("notes.md", "no reader for extension .md"),
     ]
     assert [f.reader for f in inputs.files] == ["jsonl"]
 

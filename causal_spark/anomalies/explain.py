@@ -210,8 +210,9 @@ def _trace_line(s: Row) -> str:
         if s["order_class"] != "INVALID"
         else "anomalies not computed"
     )
+    shown = s["order_class"] or f"none: {s['order_class_reason'] or 'not known'}"
     return (
-        f"trace {s[C.TRACE_ID]}: order class {s['order_class']} ({s['n_processes']} processes, "
+        f"trace {s[C.TRACE_ID]}: order class {shown} ({s['n_processes']} processes, "
         f"{s['n_events']} events, {s['n_messages']} messages, {s['n_quarantined']} rows "
         f"quarantined; {counts})"
     )

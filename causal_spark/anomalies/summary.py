@@ -16,6 +16,8 @@ FIFO_CLASS = "FIFO"
 ASYNC = "ASYNC"
 INVALID = CLOCK_STATUS_INVALID
 ORDER_CLASSES: tuple[str, ...] = (RSC, CO, FIFO_CLASS, ASYNC, INVALID)
+# why a trace has no order class (`order_class_reason`): nothing of it could be analysed
+NO_EVENT = "no analysable event"
 
 
 def order_class(status: Column, n_fifo: Column, n_causal: Column, n_crown_sccs: Column) -> Column:
@@ -42,7 +44,8 @@ def summarize_traces(
 ) -> DataFrame:
     """The `trace_summary` table: one row per trace seen in `trace_clocks` or `quarantine`.
 
-    A trace whose every row was quarantined has no events and is trivially RSC.
+    A trace with no event (every row of it quarantined) has no order class: null, and
+    `order_class_reason` says why (no class holds vacuously; docs/anomalies.md).
     """
     message_counts = messages.groupBy(C.TRACE_ID).agg(
         F.count("*").alias("n_messages"),
@@ -75,16 +78,29 @@ def summarize_traces(
     n_fifo = anomaly_count("__fifo")
     n_causal = anomaly_count("__causal")
     n_crowns = anomaly_count("__crowns")
+    n_events = F.coalesce(F.col("n_events"), F.lit(0)).cast("long")
+    n_quarantined = F.coalesce(F.col("n_quarantined"), F.lit(0)).cast("long")
+    no_event = n_events == 0
+    reason = F.when(
+        no_event,
+        F.when(
+            n_quarantined > 0,
+            F.format_string(f"{NO_EVENT}: all %d input row(s) quarantined", n_quarantined),
+        ).otherwise(F.lit(NO_EVENT)),
+    )
     return joined.select(
         C.TRACE_ID,
         F.coalesce(F.col("n_processes"), F.lit(0)).cast("int").alias("n_processes"),
-        F.coalesce(F.col("n_events"), F.lit(0)).cast("long").alias("n_events"),
+        n_events.alias("n_events"),
         F.coalesce(F.col("n_messages"), F.lit(0)).cast("long").alias("n_messages"),
         F.coalesce(F.col("n_in_flight"), F.lit(0)).cast("long").alias("n_in_flight"),
         F.coalesce(F.col("n_orphans"), F.lit(0)).cast("long").alias("n_orphans"),
-        F.coalesce(F.col("n_quarantined"), F.lit(0)).cast("long").alias("n_quarantined"),
+        n_quarantined.alias("n_quarantined"),
         n_fifo.alias("n_fifo_violations"),
         n_causal.alias("n_causal_violations"),
         n_crowns.alias("n_crown_sccs"),
-        order_class(F.col("status"), n_fifo, n_causal, n_crowns).alias("order_class"),
+        F.when(~no_event, order_class(F.col("status"), n_fifo, n_causal, n_crowns)).alias(
+            "order_class"
+        ),
+        reason.cast("string").alias("order_class_reason"),
     )

@@ -45,7 +45,13 @@ from causal_spark.app.stages import (
     ingest_stage,
     replay_stage,
 )
-from causal_spark.app.summary import failed_summary, new_findings, run_summary, write_summary
+from causal_spark.app.summary import (
+    failed_summary,
+    new_findings,
+    run_summary,
+    skipped_line,
+    write_summary,
+)
 from causal_spark.config import Config, ConfigError, load_config
 from causal_spark.generate import (
     GeneratorError,
@@ -399,6 +405,9 @@ def _run_stages(args: argparse.Namespace, session: SparkSession | None = None) -
         for line in record.repaired.lines():
             print(line)
     _report(record, out)
+    files_line = skipped_line(record)
+    if not args.quiet and files_line is not None:
+        print(files_line, file=sys.stderr)  # stdout keeps the report
     if args.command in ("compare", "audit") and not args.quiet:
         print(comparison_report(args, session))
     needs_new = any(c.name == "new" for c in conditions) or args.summary_json
@@ -515,6 +524,10 @@ def _runs(args: argparse.Namespace, session: SparkSession | None = None) -> int:
             for t, v in sorted(row["table_versions"].items())
         )
         print(f"  versions {versions or '-'} (* written by this run)")
+        if row.get("skipped"):
+            names = ", ".join(s["path"] for s in row["skipped"][:3])
+            more = f" and {len(row['skipped']) - 3} more" if len(row["skipped"]) > 3 else ""
+            print(f"  skipped {len(row['skipped'])} file(s) no reader took: {names}{more}")
         if row.get("note"):
             print(f"  note {row['note']}")
     return 0

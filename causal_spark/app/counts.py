@@ -93,19 +93,27 @@ class DetectCounts:
     by_class: Mapping[str, int]
     # violation rows by kind (`fifo`, `causal`)
     by_kind: Mapping[str, int] = field(default_factory=dict)
+    # traces with no analysable event: no order class (trace_summary.order_class_reason)
+    unanalysable: int = 0
 
     def flat(self) -> dict[str, int]:
         flat = {f"class_{name}": int(self.by_class.get(name, 0)) for name in ORDER_CLASSES}
         for kind in VIOLATION_KINDS:
             flat[f"violations_{kind}"] = int(self.by_kind.get(kind, 0))
         flat["crown_components"] = self.crowns
+        flat["traces_unanalysable"] = self.unanalysable
         return flat
 
     def line(self) -> str:
         classes = ", ".join(f"{name} {self.by_class.get(name, 0)}" for name in ORDER_CLASSES)
+        none = (
+            f"; traces with no analysable event (no order class): {self.unanalysable}"
+            if self.unanalysable
+            else ""
+        )
         return (
             f"detect: {self.violations} violation row(s), "
-            f"{self.crowns} crown component(s); traces by order class: {classes}"
+            f"{self.crowns} crown component(s); traces by order class: {classes}{none}"
         )
 
 

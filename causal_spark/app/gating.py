@@ -34,6 +34,9 @@ FINDINGS: dict[str, Finding] = {
     "crown": Finding("crown_components", "detect", "crown components"),
     "invalid": Finding("class_INVALID", "detect", "INVALID traces (causal cycles)"),
     "async": Finding("class_ASYNC", "detect", "traces of order class ASYNC"),
+    "unanalysable": Finding(
+        "traces_unanalysable", "detect", "traces with no analysable event (no order class)"
+    ),
     "quarantine": Finding("quarantine", "ingest", "quarantined rows"),
     "in_flight": Finding("in_flight", "ingest", "messages in flight"),
     "orphan": Finding("orphan", "ingest", "orphan receives"),

@@ -92,7 +92,7 @@ def findings(warehouse: Warehouse, view: View, traces: Sequence[str] | None = No
                 "trace_id",
                 F.lit("order_class").alias("finding"),
                 F.lit("").alias("key"),
-                F.col("order_class").alias("value"),
+                F.coalesce("order_class", F.lit("none")).alias("value"),
             )
         )
         parts.append(

@@ -187,6 +187,10 @@ class RunRecord:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     repaired: RepairReport | None = None
     mode: str | None = None
+    # the files under the input folders that no reader took (None: the run read no input)
+    skipped: tuple[Skipped, ...] | None = None
+    # the files a reader took (every input's files, read or, incremental, unchanged)
+    files_taken: int = 0
 
     @property
     def counts(self) -> dict[str, int]:
@@ -284,6 +288,8 @@ def run_job(
         stage_seconds=seconds,
         repaired=repaired if repaired else None,
         mode=mode,
+        skipped=tuple(context.skipped) if context.inputs else None,
+        files_taken=sum(len(i.files) for i in context.inputs),
     )
 
 
@@ -356,4 +362,7 @@ def _run_row(
         "stage_seconds": dict(seconds),
         "mode": mode,
         "note": None,
+        "skipped": (
+            [{"path": s.path, "reason": s.why} for s in context.skipped] if context.inputs else None
+        ),
     }

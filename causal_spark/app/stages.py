@@ -142,6 +142,7 @@ def detect_stage() -> Stage:
             crowns=context.counts.rows[tables.CROWNS],
             by_class={name: by_class.get(name, 0) for name in ORDER_CLASSES},
             by_kind={row["kind"]: int(row["count"]) for row in per_kind},
+            unanalysable=by_class.get(None, 0),
         )
 
     return run

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,25 @@ def new_findings(
             if r["change"] == APPEARED
         ][:100],
     }
+
+
+SHOWN_SKIPPED = 3  # names a summary line shows before "and N more"
+
+
+def skipped_line(record: RunRecord) -> str | None:
+    """The files a run's ingest took and skipped, in one line (None: it read no input):
+    counts by reason, then the first few names."""
+    if record.skipped is None:
+        return None
+    skipped = record.skipped
+    text = f"ingest: {record.files_taken} file(s) taken by a reader, {len(skipped)} skipped"
+    if not skipped:
+        return text
+    by_reason = Counter(s.why for s in skipped)
+    reasons = "; ".join(f"{why}: {n}" for why, n in sorted(by_reason.items()))
+    names = ", ".join(s.path for s in skipped[:SHOWN_SKIPPED])
+    more = f" and {len(skipped) - SHOWN_SKIPPED} more" if len(skipped) > SHOWN_SKIPPED else ""
+    return f"{text} ({reasons}): {names}{more}"
 
 
 def run_summary(
@@ -101,6 +121,16 @@ def run_summary(
         "classes": classes,
         "findings": findings,
         "new_findings": new,
+        "files": (
+            None
+            if record.skipped is None
+            else {"taken": record.files_taken, "skipped": len(record.skipped)}
+        ),
+        "skipped": (
+            None
+            if record.skipped is None
+            else [{"path": s.path, "reason": s.why} for s in record.skipped]
+        ),
         "fail_on": [o.as_json() for o in outcomes],
         "error": None,
     }

@@ -89,6 +89,7 @@ class Ledger:
             for key in ("table_versions", "lineage", "counts", "stage_seconds"):
                 row[key] = _pairs(row.get(key))
             row.setdefault("written", [])
+            row.setdefault("skipped", None)  # recorded since issue 18: older rows lack it
         rows.sort(key=lambda r: (r["end"], r["start"], r["id"]))
         return rows
 

@@ -46,9 +46,21 @@ from causal_spark.io.raw import (
     whole_file_rows,
     with_file_ids,
 )
-from causal_spark.io.readers import EVENTS, OURS, choose_reader, known_extensions, reader_named
+from causal_spark.io.readers import (
+    EVENTS,
+    OURS,
+    choose_reader,
+    extension_of,
+    known_extensions,
+    reader_named,
+)
 
 _FINGERPRINT_BLOCK = 64 * 1024
+# a warehouse's own bookkeeping (the writer lock, staged files) and a Delta table's log:
+# never input, never listed as skipped
+_NOT_INPUT = frozenset({"_causal", "_delta_log"})
+HIDDEN = "hidden or underscore name"
+HIDDEN_FOLDER = "hidden or underscore folder: not entered"
 
 __all__ = [
     "FILE_ID",
@@ -112,8 +124,9 @@ def _under(path: Path, folders: Sequence[Path]) -> bool:
 
 
 def _walk(root: Path, excluded: Sequence[Path]) -> tuple[list[Path], list[Skipped]]:
-    """Files under `root`, sorted; hidden and `_` entries skipped as Spark does; Delta tables
-    and excluded folders (the warehouse) listed as skipped instead of read as loose files."""
+    """Files under `root`, sorted; hidden and `_` entries skipped as Spark does (a file
+    listed, a folder listed once and not entered); Delta tables and excluded folders (the
+    warehouse) listed as skipped instead of read as loose files."""
     found: list[Path] = []
     skipped: list[Skipped] = []
     for folder, dirs, files in os.walk(root):
@@ -122,6 +135,8 @@ def _walk(root: Path, excluded: Sequence[Path]) -> tuple[list[Path], list[Skippe
         for name in sorted(dirs):
             sub = here / name
             if name.startswith((".", "_")):
+                if name not in _NOT_INPUT:
+                    skipped.append(Skipped(str(sub), HIDDEN_FOLDER))
                 continue
             if _under(sub.resolve(), excluded):
                 skipped.append(Skipped(str(sub), "the warehouse of this run: not input"))
@@ -134,7 +149,11 @@ def _walk(root: Path, excluded: Sequence[Path]) -> tuple[list[Path], list[Skippe
             else:
                 kept_dirs.append(name)
         dirs[:] = kept_dirs
-        found.extend(here / name for name in sorted(files) if not name.startswith((".", "_")))
+        for name in sorted(files):
+            if name.startswith((".", "_")):
+                skipped.append(Skipped(str(here / name), HIDDEN))
+            else:
+                found.append(here / name)
     return sorted(found), skipped
 
 
@@ -172,7 +191,6 @@ def discover_inputs(
             candidates, found_skipped = [root], list[Skipped]()
         else:
             candidates, found_skipped = _walk(root, excluded)
-        skipped.extend(found_skipped)
         by_reader: dict[str, list[Path]] = {}
         for file in candidates:
             if not os.access(file, os.R_OK):
@@ -190,11 +208,18 @@ def discover_inputs(
                         f"input file {given} has no reader: its extension is none of "
                         f"{known_extensions(settings)} and its content is no known format"
                     )
-                skipped.append(Skipped(str(file), "no reader knows this file's format"))
+                found_skipped.append(Skipped(str(file), _no_reader(file, settings)))
                 continue
             by_reader.setdefault(name, []).append(file)
+        found_skipped.sort(key=lambda s: s.path)
+        skipped.extend(found_skipped)
         if not by_reader:
-            raise InputError(f"input path {given} holds no file any reader can read")
+            shown = ", ".join(f"{s.path} ({s.why})" for s in found_skipped[:3])
+            more = f" and {len(found_skipped) - 3} more" if len(found_skipped) > 3 else ""
+            raise InputError(
+                f"input path {given} holds no file any reader can read"
+                + (f"; skipped: {shown}{more}" if found_skipped else "")
+            )
         base = root if root.is_dir() else root.parent
         shown_base = given.rstrip("/") if root.is_dir() else str(Path(given).parent)
         extensions = known_extensions(settings)
@@ -212,6 +237,16 @@ def discover_inputs(
                 next_id += 1
             sets.append(InputSet(path=given, format=name, files=tuple(files_of_set)))
     return Inputs(sets=tuple(sets), skipped=tuple(skipped))
+
+
+def _no_reader(file: Path, settings: IngestSettings) -> str:
+    """Why no reader took `file`: its extension, or (a known extension) its content."""
+    extension = extension_of(file)
+    if not extension:
+        return "no extension, and its content is no known format"
+    if extension in known_extensions(settings):
+        return f"its content is no format that reads {extension}"
+    return f"no reader for extension {extension}"
 
 
 def _input_file(file_id: int, file: Path, shown: str, reader: str, trace: str) -> InputFile:

@@ -140,7 +140,7 @@ def gather(source: Tables, trace: str | None = None) -> dict[str, Any]:
     for s in summaries:
         s["findings"] = findings_count(s)
     summaries.sort(key=lambda s: (-s["findings"], s["trace_id"]))
-    classes = Counter(str(s["order_class"]) for s in summaries)
+    classes = Counter(str(s["order_class"] or "none") for s in summaries)
     with_findings = [s for s in summaries if s["findings"]]
     picked: list[str] = []
     budget = MAX_FINDINGS

@@ -129,7 +129,8 @@ def known_extensions(settings: IngestSettings) -> tuple[str, ...]:
     return tuple(sorted({ext for r in READERS.values() for ext in r.extensions(settings)}))
 
 
-def _extension_of(file: Path) -> str:
+def extension_of(file: Path) -> str:
+    """The lower-cased extension of `file` (`.log`; of `x.log.gz` too), or ""."""
     name = file.name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
@@ -147,7 +148,7 @@ def choose_reader(
     none (a `.txt` or `.log` that no native format recognises is not input: a licence,
     a note; `--format` forces a reader). `among`: choose only among these readers."""
     candidates = list(among) if among is not None else list(READERS.values())
-    extension = _extension_of(file)
+    extension = extension_of(file)
     claiming = [r for r in candidates if extension in r.extensions(settings)]
     ours = [r for r in claiming if r in OURS]
     if not sniff:
