@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 from causal_spark import tables
@@ -202,3 +203,18 @@ def frames(spark: SparkSession, traces: list[Trace]) -> tuple[DataFrame, DataFra
         [m for t in traces for m in t.messages], tables.table_schema(tables.MESSAGES)
     )
     return events, messages
+
+
+def traces(max_procs: int, max_steps: int) -> st.SearchStrategy[Trace]:
+    """Random traces for property tests: 2..max_procs processes, 5..max_steps steps, with
+    and without self-sends and multicasts (one seed per example, so hypothesis shrinks it)."""
+    return st.builds(
+        lambda seed, n_procs, n_steps, self_send, multicast: random_trace(
+            random.Random(seed), "t", n_procs, n_steps, self_send=self_send, multicast=multicast
+        ),
+        seed=st.integers(0, 2**32 - 1),
+        n_procs=st.integers(2, max_procs),
+        n_steps=st.integers(5, max_steps),
+        self_send=st.sampled_from([0.0, 0.15]),
+        multicast=st.sampled_from([0.0, 0.3]),
+    )

@@ -41,7 +41,7 @@ from causal_spark.app.cli import main, run
 from causal_spark.clocks import trace_clock_status, with_clocks
 from causal_spark.config import ClockSettings
 from tests.conftest import ROOT, read_delta
-from tests.random_traces import Trace, brute_clocks, frames, random_trace
+from tests.random_traces import Trace, brute_clocks, frames, random_trace, traces
 from tests.reference_order import (
     Message,
     crown_relation,
@@ -161,19 +161,8 @@ def kernel_findings(trace: Trace, budget: int) -> tuple[dict[str, str], dict[str
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    n_procs=st.integers(2, 6),
-    n_steps=st.integers(5, 140),
-    self_send=st.sampled_from([0.0, 0.15]),
-    multicast=st.sampled_from([0.0, 0.3]),
-)
-def test_kernels_match_the_definitions(
-    seed: int, n_procs: int, n_steps: int, self_send: float, multicast: float
-) -> None:
-    trace = random_trace(
-        random.Random(seed), "t", n_procs, n_steps, self_send=self_send, multicast=multicast
-    )
+@given(trace=traces(6, 140), seed=st.integers(0, 2**32 - 1))
+def test_kernels_match_the_definitions(trace: Trace, seed: int) -> None:
     msgs = trace.delivered()
     by_id = {m.msg_id: m for m in msgs}
     brute = brute_findings(trace)

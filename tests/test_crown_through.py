@@ -4,32 +4,18 @@ force (NetworkX's simple cycles of the relation m ~> m'); pure kernels, no Spark
 
 from __future__ import annotations
 
-import random
-
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from causal_spark.anomalies import crown_kernel as CK
 from causal_spark.anomalies.explain import crown_through_ids
-from tests.random_traces import random_trace
+from tests.random_traces import Trace, traces
 from tests.reference_order import fewest_through, happened_before_sets
 from tests.test_anomalies import is_crown
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    n_procs=st.integers(2, 5),
-    n_steps=st.integers(5, 60),
-    self_send=st.sampled_from([0.0, 0.15]),
-    multicast=st.sampled_from([0.0, 0.3]),
-)
-def test_a_crown_through_each_member_is_one_of_the_fewest(
-    seed: int, n_procs: int, n_steps: int, self_send: float, multicast: float
-) -> None:
-    trace = random_trace(
-        random.Random(seed), "t", n_procs, n_steps, self_send=self_send, multicast=multicast
-    )
+@given(trace=traces(5, 60))
+def test_a_crown_through_each_member_is_one_of_the_fewest(trace: Trace) -> None:
     msgs = trace.delivered()
     future = happened_before_sets(trace.lengths(), msgs)
     index = {p: i for i, p in enumerate(trace.processes)}
