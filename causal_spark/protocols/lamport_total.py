@@ -16,8 +16,8 @@ are control messages), acks and releases are control messages.
 Queues are ordered by (timestamp, sender). A process hands released messages
 over in that order: the head of its queue must be released before anything
 behind it, so processes that learn of releases in different orders still
-deliver in one order. Integers: one timestamp on a copy and on an ack, the
-(timestamp, sender) pair on a release. Clocks advance on sends and on every
+deliver in one order. Integers (DESIGN §4): one timestamp on a copy, an ack
+and a release (the sender is the message's id, not counted). Clocks advance on sends and on every
 protocol message received (max + 1).
 """
 
@@ -130,7 +130,7 @@ class LamportTotal(Protocol):
                 self.released[p].add(key)
                 for q in range(n):
                     if q != p:
-                        self.engine.control(p, q, t, "release", 2, key)
+                        self.engine.control(p, q, t, "release", 1, key)
                 continue
             m = self.expect[p].get(key)
             if m is None:
@@ -309,7 +309,7 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
             row[p] = 1
             for q in range(n):
                 if q != p:
-                    control(eng, lay, p, q, t, _RELEASE, 2, slot, 0, 0)
+                    control(eng, lay, p, q, t, _RELEASE, 1, slot, 0, 0)
             continue
         m = row[n + p]
         if m < 0:
