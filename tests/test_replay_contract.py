@@ -192,3 +192,60 @@ def test_every_skeen_message_is_a_lamport_clock_event() -> None:
             "control_ints": 6,
         }, engine
         assert _delivered(trace, run) == {"x": 9.0, "y1": 13.0, "y2": 10.0, "z": 14.5}, engine
+
+
+# ---- arrival on FIFO channels ---------------------------------------------------------------
+
+# A sends m1 (latency 5), then m2 (latency 1) to B, which took m2 first (the shape of
+# data-samples/fifo_violation). Control messages take median(5, 1) = 3 either way.
+OVERTAKEN = (
+    [
+        ("A", 1, "send", 0.0),
+        ("A", 2, "send", 1.0),
+        ("B", 1, "receive", 2.0),
+        ("B", 2, "receive", 5.0),
+    ],
+    [("m1", "A", "B", 1, 2), ("m2", "A", "B", 2, 1)],
+)
+
+
+def test_the_wait_behind_an_earlier_message_of_a_fifo_channel_is_hold_back() -> None:
+    # lamport_total: m1 (post 0) arrives at 0+5=5; m2 (post 1) arrives at 1+1=2, but the
+    # FIFO channel hands it over at 5, after m1. At 5 B acks both (they reach A at 8); A
+    # releases m1, then m2, at 8 (they reach B at 11); B delivers m1, then m2, at 11.
+    # Held back: m1 11-5=6, m2 11-2=9: total 15, max 9 (counting m2's arrival at its
+    # hand-over, 5: 6 + 6 = 12, max 6). Makespan 11.
+    trace = _trace("overtaken", *OVERTAKEN)
+    keys = ["held_back", "holdback_delay_total", "holdback_delay_max", "makespan"]
+    for engine, run in _runs(trace, "lamport_total"):
+        assert (run.status, run.verified) == (STATUS_OK, True), engine
+        assert _figures(run, keys) == {
+            "held_back": 2,
+            "holdback_delay_total": 15.0,
+            "holdback_delay_max": 9.0,
+            "makespan": 11.0,
+        }, engine
+        assert [float(run.arrival_time[m]) for m in range(2)] == [5.0, 2.0], engine  # type: ignore[arg-type]
+
+
+def test_mf_without_waits_holds_back_what_its_fifo_channel_holds() -> None:
+    # mf with no_wait_same_receiver (FIFO channels): A posts m1 at 0 and, to the same
+    # receiver, m2 at 1 without waiting for m1's ack. m1 arrives at 5; m2 arrives at 2 and
+    # is handed over at 5, behind m1. The input buffer delivers both at 5: m2 held 5-2=3
+    # (counting its arrival at the hand-over: nothing held). Makespan 5, as recorded.
+    trace = _trace("overtaken", *OVERTAKEN)
+    keys = ["held_back", "holdback_delay_total", "makespan", "sender_delay_total"]
+    params = {"no_wait_same_receiver": "true"}
+    compiled = layout(trace.trace_id, *trace.source_rows)  # type: ignore[arg-type]
+    runs = [
+        ("reference", replay(trace, PROTOCOLS["mf"], params)),
+        ("compiled", replay_compiled(compiled, "mf", params)),
+    ]
+    for engine, run in runs:
+        assert (run.status, run.verified) == (STATUS_OK, True), engine
+        assert _figures(run, keys) == {
+            "held_back": 1,
+            "holdback_delay_total": 3.0,
+            "makespan": 5.0,
+            "sender_delay_total": 0.0,
+        }, engine
