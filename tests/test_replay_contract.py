@@ -34,12 +34,17 @@ def _trace(
     )
 
 
-def _runs(trace: ReplayTrace, name: str) -> list[tuple[str, Run]]:
+def _runs(trace: ReplayTrace, name: str, **params: str) -> list[tuple[str, Run, dict[str, int]]]:
+    """(engine, run, index of each msg_id in the run's columns) under both engines."""
     compiled = layout(trace.trace_id, *trace.source_rows)  # type: ignore[arg-type]
     return [
-        ("reference", replay(trace, PROTOCOLS[name])),
-        ("compiled", replay_compiled(compiled, name)),
+        ("reference", replay(trace, PROTOCOLS[name], params), _index(trace.msg_id)),
+        ("compiled", replay_compiled(compiled, name, params), _index(compiled.msg_id)),
     ]
+
+
+def _index(msg_id: list[str]) -> dict[str, int]:
+    return {mid: m for m, mid in enumerate(msg_id)}
 
 
 def _figures(run: Run, keys: list[str]) -> dict[str, Any]:
@@ -64,7 +69,7 @@ def test_acks_releases_proposals_and_finals_carry_one_integer(name: str) -> None
     # control messages, proposal 1 + final 1 = 2 integers. Both deliver x at 6: held 6 - 2.
     trace = _trace("one_message", *ONE_MESSAGE)
     keys = ["control_messages", "control_ints", "held_back", "holdback_delay_total", "makespan"]
-    for engine, run in _runs(trace, name):
+    for engine, run, _ in _runs(trace, name):
         assert run.status == STATUS_OK, engine
         assert _figures(run, keys) == {
             "control_messages": 2,
@@ -94,8 +99,8 @@ CROSSING = (
 )
 
 
-def _delivered(trace: ReplayTrace, run: Run) -> dict[str, float]:
-    return {mid: float(run.delivery_time[m]) for m, mid in enumerate(trace.msg_id)}  # type: ignore[arg-type]
+def _times(run: Run, index: dict[str, int], column: str) -> dict[str, float]:
+    return {mid: float(getattr(run, column)[m]) for mid, m in index.items()}
 
 
 def test_every_lamport_total_message_is_a_lamport_clock_event() -> None:
@@ -121,7 +126,7 @@ def test_every_lamport_total_message_is_a_lamport_clock_event() -> None:
     trace = _trace("crossing", *CROSSING)
     keys = ["held_back", "holdback_delay_total", "holdback_delay_max", "makespan"]
     keys += ["control_messages", "control_ints"]
-    for engine, run in _runs(trace, "lamport_total"):
+    for engine, run, index in _runs(trace, "lamport_total"):
         assert (run.status, run.verified) == (STATUS_OK, True), engine
         assert _figures(run, keys) == {
             "held_back": 3,
@@ -131,7 +136,7 @@ def test_every_lamport_total_message_is_a_lamport_clock_event() -> None:
             "control_messages": 6,
             "control_ints": 6,
         }, engine
-        assert _delivered(trace, run) == {"x": 4.0, "z": 9.5, "y": 8.5}, engine
+        assert _times(run, index, "delivery_time") == {"x": 4.0, "z": 9.5, "y": 8.5}, engine
 
 
 # Three processes: A sends x to B; C multicasts y to B and to itself (copies y1, y2);
@@ -181,7 +186,7 @@ def test_every_skeen_message_is_a_lamport_clock_event() -> None:
     trace = _trace("multicast", *MULTICAST)
     keys = ["held_back", "holdback_delay_total", "holdback_delay_max", "makespan"]
     keys += ["control_messages", "control_ints"]
-    for engine, run in _runs(trace, "skeen"):
+    for engine, run, index in _runs(trace, "skeen"):
         assert (run.status, run.verified) == (STATUS_OK, True), engine
         assert _figures(run, keys) == {
             "held_back": 4,
@@ -191,7 +196,8 @@ def test_every_skeen_message_is_a_lamport_clock_event() -> None:
             "control_messages": 6,
             "control_ints": 6,
         }, engine
-        assert _delivered(trace, run) == {"x": 9.0, "y1": 13.0, "y2": 10.0, "z": 14.5}, engine
+        delivered = _times(run, index, "delivery_time")
+        assert delivered == {"x": 9.0, "y1": 13.0, "y2": 10.0, "z": 14.5}, engine
 
 
 # ---- arrival on FIFO channels ---------------------------------------------------------------
@@ -217,7 +223,7 @@ def test_the_wait_behind_an_earlier_message_of_a_fifo_channel_is_hold_back() -> 
     # hand-over, 5: 6 + 6 = 12, max 6). Makespan 11.
     trace = _trace("overtaken", *OVERTAKEN)
     keys = ["held_back", "holdback_delay_total", "holdback_delay_max", "makespan"]
-    for engine, run in _runs(trace, "lamport_total"):
+    for engine, run, index in _runs(trace, "lamport_total"):
         assert (run.status, run.verified) == (STATUS_OK, True), engine
         assert _figures(run, keys) == {
             "held_back": 2,
@@ -225,7 +231,7 @@ def test_the_wait_behind_an_earlier_message_of_a_fifo_channel_is_hold_back() -> 
             "holdback_delay_max": 9.0,
             "makespan": 11.0,
         }, engine
-        assert [float(run.arrival_time[m]) for m in range(2)] == [5.0, 2.0], engine  # type: ignore[arg-type]
+        assert _times(run, index, "arrival_time") == {"m1": 5.0, "m2": 2.0}, engine
 
 
 def test_mf_without_waits_holds_back_what_its_fifo_channel_holds() -> None:
@@ -235,13 +241,7 @@ def test_mf_without_waits_holds_back_what_its_fifo_channel_holds() -> None:
     # (counting its arrival at the hand-over: nothing held). Makespan 5, as recorded.
     trace = _trace("overtaken", *OVERTAKEN)
     keys = ["held_back", "holdback_delay_total", "makespan", "sender_delay_total"]
-    params = {"no_wait_same_receiver": "true"}
-    compiled = layout(trace.trace_id, *trace.source_rows)  # type: ignore[arg-type]
-    runs = [
-        ("reference", replay(trace, PROTOCOLS["mf"], params)),
-        ("compiled", replay_compiled(compiled, "mf", params)),
-    ]
-    for engine, run in runs:
+    for engine, run, index in _runs(trace, "mf", no_wait_same_receiver="true"):
         assert (run.status, run.verified) == (STATUS_OK, True), engine
         assert _figures(run, keys) == {
             "held_back": 1,
@@ -249,3 +249,4 @@ def test_mf_without_waits_holds_back_what_its_fifo_channel_holds() -> None:
             "makespan": 5.0,
             "sender_delay_total": 0.0,
         }, engine
+        assert _times(run, index, "arrival_time") == {"m1": 5.0, "m2": 2.0}, engine
