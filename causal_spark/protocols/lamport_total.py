@@ -16,10 +16,10 @@ are control messages), acks and releases are control messages.
 Queues are ordered by (timestamp, sender). A process hands released messages
 over in that order: the head of its queue must be released before anything
 behind it, so processes that learn of releases in different orders still
-deliver in one order. Integers (DESIGN §4): one timestamp on a copy, an ack
+deliver in one order. Integers (docs/replay.md): one timestamp on a copy, an ack
 and a release (the sender is the message's id, not counted).
 
-Lamport's clock (DESIGN §4): sending any message (the copies of a send event,
+Lamport's clock (docs/replay.md): sending any message (the copies of a send event,
 an ack, the releases of one message) is one event that ticks the sender's clock
 and carries it; receiving any message sets the clock to max(own, carried) + 1.
 A copy carries its send event's timestamp (its order key), an ack and a

@@ -22,7 +22,7 @@ not reorder messages, subsequent messages to the same receiver can be
 transmitted by an output buffer without waiting for acknowledgements"; the
 footnote's premise is made true by keeping channels FIFO in that mode (a
 copy's wait behind an earlier one of its channel is hold-back: its arrival stays
-post + latency, DESIGN §4).
+post + latency, docs/replay.md).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ deliverable message is delivered to the site if it has the smallest
 timestamp in the message queue."
 
 As docs/replay.md fixes it: propose and final are control messages (one integer
-each). Lamport's clock (DESIGN §4): sending any message (the copies of a send
+each). Lamport's clock (docs/replay.md): sending any message (the copies of a send
 event, a proposal, the finals of one multicast) is one event that ticks the
 sender's clock; receiving any message sets the clock to max(own, carried) + 1.
 A copy carries its send timestamp, a proposal the proposer's clock after it
