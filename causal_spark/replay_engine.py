@@ -482,6 +482,11 @@ class Engine:
         else:
             m = item[1]
             self.arrival_time[m] = t
+            post, latency = self.post_time[m], self.trace.latency[m]
+            if item[0] == "app" and post is not None and latency is not None:
+                # post + latency, also when a FIFO channel hands m over later: the wait
+                # behind an earlier message of the channel is hold-back (docs/replay.md)
+                self.arrival_time[m] = post + latency
             if item[0] == "app" and not self._bypass(m):
                 self.protocol.arrived(p, m, t)
             self._pending[p].append(m)

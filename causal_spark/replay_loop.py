@@ -922,7 +922,8 @@ def _arrival(st, eng, lay, p, t, row):  # type: ignore[no-untyped-def]
         _control(st, eng, lay, p, row[H_CKIND], row[H_A], row[H_B], row[H_C], t)
     else:
         m = row[H_A]
-        eng.arr_t[m] = t
+        # post + latency, also when a FIFO channel hands m over later (docs/replay.md)
+        eng.arr_t[m] = eng.post_t[m] + lay.latency[m] if item == ITEM_APP else t
         if item == ITEM_APP and not bypass(eng, lay, m):
             _arrived(st, eng, lay, p, m, t)
         eng.pnext[m] = -1

@@ -16,9 +16,14 @@ are control messages), acks and releases are control messages.
 Queues are ordered by (timestamp, sender). A process hands released messages
 over in that order: the head of its queue must be released before anything
 behind it, so processes that learn of releases in different orders still
-deliver in one order. Integers: one timestamp on a copy and on an ack, the
-(timestamp, sender) pair on a release. Clocks advance on sends and on every
-protocol message received (max + 1).
+deliver in one order. Integers (docs/replay.md): one timestamp on a copy, an ack
+and a release (the sender is the message's id, not counted).
+
+Lamport's clock (docs/replay.md): sending any message (the copies of a send event,
+an ack, the releases of one message) is one event that ticks the sender's clock
+and carries it; receiving any message sets the clock to max(own, carried) + 1.
+A copy carries its send event's timestamp (its order key), an ack and a
+release the clock of the process that sent them.
 """
 
 from __future__ import annotations
@@ -102,6 +107,7 @@ class LamportTotal(Protocol):
     def _enqueue(self, p: int, key: Key, t: float) -> None:
         self._see(p, key[0])
         heapq.heappush(self.queue[p], key)
+        self.clock[p] += 1  # sending the ack is an event
         self.engine.control(p, key[1], t, "ack", 1, key, self.clock[p])
 
     def control(self, p: int, kind: str, payload: tuple[object, ...], t: float) -> None:
@@ -115,7 +121,9 @@ class LamportTotal(Protocol):
             self._see(p, stamp)
             self.acks[key] += 1
         else:  # release
-            self._see(p, key[0])
+            stamp = payload[1]
+            assert isinstance(stamp, int)
+            self._see(p, stamp)
             self.released[p].add(key)
 
     def settle(self, p: int, t: float) -> None:
@@ -128,9 +136,10 @@ class LamportTotal(Protocol):
                 if key[1] != p or self.acks[key] < n - 1:
                     return
                 self.released[p].add(key)
+                self.clock[p] += 1  # sending the releases is one event
                 for q in range(n):
                     if q != p:
-                        self.engine.control(p, q, t, "release", 2, key)
+                        self.engine.control(p, q, t, "release", 1, key, self.clock[p])
                 continue
             m = self.expect[p].get(key)
             if m is None:
@@ -243,6 +252,7 @@ def _enqueue(st, eng, lay, p, slot, t):  # type: ignore[no-untyped-def]
     key = st.pool.rows[0][slot, 2 * n + 1]
     _see(st, p, key // n)
     _push(st, p, key, slot)
+    st.clock[p] += 1  # sending the ack is an event
     control(eng, lay, p, key % n, t, _ACK, 1, slot, st.clock[p], 0)
 
 
@@ -290,9 +300,8 @@ def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-de
         _see(st, p, b)
         st.pool.rows[0][a, 2 * n] += 1
     else:
-        row = st.pool.rows[0][a]
-        _see(st, p, row[2 * n + 1] // n)
-        row[p] = 1
+        _see(st, p, b)  # the releaser's clock
+        st.pool.rows[0][a, p] = 1
 
 
 @njit(cache=True)
@@ -307,9 +316,10 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
             if key % n != p or row[2 * n] < n - 1:
                 return
             row[p] = 1
+            st.clock[p] += 1  # sending the releases is one event
             for q in range(n):
                 if q != p:
-                    control(eng, lay, p, q, t, _RELEASE, 2, slot, 0, 0)
+                    control(eng, lay, p, q, t, _RELEASE, 1, slot, st.clock[p], 0)
             continue
         m = row[n + p]
         if m < 0:

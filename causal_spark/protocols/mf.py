@@ -20,7 +20,9 @@ receive's source; otherwise it blocks (§4.2).
 Option `no_wait_same_receiver` (footnote 4): "If the transport layer does
 not reorder messages, subsequent messages to the same receiver can be
 transmitted by an output buffer without waiting for acknowledgements"; the
-footnote's premise is made true by keeping channels FIFO in that mode.
+footnote's premise is made true by keeping channels FIFO in that mode (a
+copy's wait behind an earlier one of its channel is hold-back: its arrival stays
+post + latency, docs/replay.md).
 """
 
 from __future__ import annotations

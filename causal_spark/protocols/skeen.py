@@ -13,10 +13,14 @@ deliverable message is delivered to the site if it has the smallest
 timestamp in the message queue."
 
 As docs/replay.md fixes it: propose and final are control messages (one integer
-each), and a process's Lamport clock advances on sends, on receiving a copy
-(max + 1) and on a final (max). Ties between equal timestamps go to the lower
-(sender, send lseq). A copy carries one integer, its send timestamp. When the
-initiator is itself a destination, its proposal and final are local.
+each). Lamport's clock (docs/replay.md): sending any message (the copies of a send
+event, a proposal, the finals of one multicast) is one event that ticks the
+sender's clock; receiving any message sets the clock to max(own, carried) + 1.
+A copy carries its send timestamp, a proposal the proposer's clock after it
+received the copy (the proposal), a final the final timestamp (the maximum of
+the proposals). Ties between equal timestamps go to the lower (sender, send
+lseq). When the initiator is itself a destination, its proposal and final are
+local: not messages, so they neither tick nor move a clock.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ class Skeen(Protocol):
             self._proposed(group, self.clock[p], t)
         else:
             self.engine.control(p, group[0], t, "propose", 1, group, self.clock[p])
+            self.clock[p] += 1  # sending the proposal is an event
 
     def _proposed(self, group: Group, proposal: int, t: float) -> None:
         got = self.proposals[group]
@@ -83,6 +88,8 @@ class Skeen(Protocol):
         final = max(got)
         sender = group[0]
         dst = self.engine.trace.dst
+        if any(dst[m] != sender for m in copies):
+            self.clock[sender] += 1  # sending the finals is one event
         for m in copies:
             if dst[m] == sender:
                 self._finalised(sender, m, final)
@@ -90,7 +97,6 @@ class Skeen(Protocol):
                 self.engine.control(sender, dst[m], t, "final", 1, m, final)
 
     def _finalised(self, p: int, m: int, final: int) -> None:
-        self.clock[p] = max(self.clock[p], final)
         entry = self.entries[p][m]
         entry[0], entry[1] = final, 1
 
@@ -98,10 +104,12 @@ class Skeen(Protocol):
         if kind == "propose":
             group, proposal = payload
             assert isinstance(group, tuple) and isinstance(proposal, int)
+            self.clock[p] = max(self.clock[p], proposal) + 1
             self._proposed(group, proposal, t)
         else:
             m, final = payload
             assert isinstance(m, int) and isinstance(final, int)
+            self.clock[p] = max(self.clock[p], final) + 1
             self._finalised(p, m, final)
 
     def _key(self, p: int, m: int) -> tuple[int, int, int]:
@@ -160,8 +168,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _finalised(st, p, m, final):  # type: ignore[no-untyped-def]
-    st.clock[p] = max(st.clock[p], final)
+def _finalised(st, m, final):  # type: ignore[no-untyped-def]
     st.entry[m] = final
     st.final[m] = 1
 
@@ -174,14 +181,18 @@ def _proposed(st, eng, lay, e, proposal, t):  # type: ignore[no-untyped-def]
     if st.got[e] < st.need[e]:
         return
     final = st.best[e]
+    ticked = False
     for i in range(lay.copy_start[e], lay.copy_start[e + 1]):
         m = lay.copy_msg[i]
         d = lay.dst[m]
         if d < 0:
             continue  # not one of the send's copies to processes
         if d == lay.src[m]:
-            _finalised(st, d, m, final)
+            _finalised(st, m, final)
         else:
+            if not ticked:
+                st.clock[lay.src[m]] += 1  # sending the finals is one event
+                ticked = True
             control(eng, lay, lay.src[m], d, t, _FINAL, 1, m, final, 0)
 
 
@@ -195,14 +206,16 @@ def c_arrived(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
         _proposed(st, eng, lay, e, st.clock[p], t)
     else:
         control(eng, lay, p, lay.src[m], t, _PROPOSE, 1, e, st.clock[p], 0)
+        st.clock[p] += 1  # sending the proposal is an event
 
 
 @njit(cache=True)
 def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
+    st.clock[p] = max(st.clock[p], b) + 1  # b: the proposal or the final timestamp
     if ckind == _PROPOSE:
         _proposed(st, eng, lay, a, b, t)
     else:
-        _finalised(st, p, a, b)
+        _finalised(st, a, b)
 
 
 @njit(cache=True)
