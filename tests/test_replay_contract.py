@@ -103,6 +103,22 @@ def _times(run: Run, index: dict[str, int], column: str) -> dict[str, float]:
     return {mid: float(getattr(run, column)[m]) for mid, m in index.items()}
 
 
+def _check(
+    trace: Any,
+    protocol: str,
+    figures: dict[str, float],
+    column: str,
+    times: dict[str, float],
+    **params: str,
+) -> None:
+    """Both engines replay `trace` under `protocol`: ok and verified, with these figures
+    and these per-message times (`column`: delivery_time or arrival_time)."""
+    for engine, run, index in _runs(trace, protocol, **params):
+        assert (run.status, run.verified) == (STATUS_OK, True), engine
+        assert _figures(run, list(figures)) == figures, engine
+        assert _times(run, index, column) == times, engine
+
+
 def test_every_lamport_total_message_is_a_lamport_clock_event() -> None:
     # Clocks (A, B); keys (timestamp, sender), A before B on a tie.
     # t=0    B sends x: B=1, x=(1,B); x reaches A at 0+1=1
@@ -124,19 +140,20 @@ def test_every_lamport_total_message_is_a_lamport_clock_event() -> None:
     # x's timestamp 1) make z=(4,A) and y=(4,B): z goes first, y is delivered at 11
     # (held 5.5), makespan 11, held back 11.5 in all.
     trace = _trace("crossing", *CROSSING)
-    keys = ["held_back", "holdback_delay_total", "holdback_delay_max", "makespan"]
-    keys += ["control_messages", "control_ints"]
-    for engine, run, index in _runs(trace, "lamport_total"):
-        assert (run.status, run.verified) == (STATUS_OK, True), engine
-        assert _figures(run, keys) == {
+    _check(
+        trace,
+        "lamport_total",
+        {
             "held_back": 3,
             "holdback_delay_total": 9.5,
             "holdback_delay_max": 3.5,
             "makespan": 9.5,
             "control_messages": 6,
             "control_ints": 6,
-        }, engine
-        assert _times(run, index, "delivery_time") == {"x": 4.0, "z": 9.5, "y": 8.5}, engine
+        },
+        "delivery_time",
+        {"x": 4.0, "z": 9.5, "y": 8.5},
+    )
 
 
 # Three processes: A sends x to B; C multicasts y to B and to itself (copies y1, y2);
@@ -184,20 +201,20 @@ def test_every_skeen_message_is_a_lamport_clock_event() -> None:
     # F(y)=max(2,3)=3 ties with z's 3, which goes first (sender A before C): y2 waits
     # until 14.5 (held 6), 23 in all.
     trace = _trace("multicast", *MULTICAST)
-    keys = ["held_back", "holdback_delay_total", "holdback_delay_max", "makespan"]
-    keys += ["control_messages", "control_ints"]
-    for engine, run, index in _runs(trace, "skeen"):
-        assert (run.status, run.verified) == (STATUS_OK, True), engine
-        assert _figures(run, keys) == {
+    _check(
+        trace,
+        "skeen",
+        {
             "held_back": 4,
             "holdback_delay_total": 18.5,
             "holdback_delay_max": 6.0,
             "makespan": 14.5,
             "control_messages": 6,
             "control_ints": 6,
-        }, engine
-        delivered = _times(run, index, "delivery_time")
-        assert delivered == {"x": 9.0, "y1": 13.0, "y2": 10.0, "z": 14.5}, engine
+        },
+        "delivery_time",
+        {"x": 9.0, "y1": 13.0, "y2": 10.0, "z": 14.5},
+    )
 
 
 # ---- arrival on FIFO channels ---------------------------------------------------------------
@@ -222,16 +239,18 @@ def test_the_wait_behind_an_earlier_message_of_a_fifo_channel_is_hold_back() -> 
     # Held back: m1 11-5=6, m2 11-2=9: total 15, max 9 (counting m2's arrival at its
     # hand-over, 5: 6 + 6 = 12, max 6). Makespan 11.
     trace = _trace("overtaken", *OVERTAKEN)
-    keys = ["held_back", "holdback_delay_total", "holdback_delay_max", "makespan"]
-    for engine, run, index in _runs(trace, "lamport_total"):
-        assert (run.status, run.verified) == (STATUS_OK, True), engine
-        assert _figures(run, keys) == {
+    _check(
+        trace,
+        "lamport_total",
+        {
             "held_back": 2,
             "holdback_delay_total": 15.0,
             "holdback_delay_max": 9.0,
             "makespan": 11.0,
-        }, engine
-        assert _times(run, index, "arrival_time") == {"m1": 5.0, "m2": 2.0}, engine
+        },
+        "arrival_time",
+        {"m1": 5.0, "m2": 2.0},
+    )
 
 
 def test_mf_without_waits_holds_back_what_its_fifo_channel_holds() -> None:
@@ -240,13 +259,16 @@ def test_mf_without_waits_holds_back_what_its_fifo_channel_holds() -> None:
     # is handed over at 5, behind m1. The input buffer delivers both at 5: m2 held 5-2=3
     # (counting its arrival at the hand-over: nothing held). Makespan 5, as recorded.
     trace = _trace("overtaken", *OVERTAKEN)
-    keys = ["held_back", "holdback_delay_total", "makespan", "sender_delay_total"]
-    for engine, run, index in _runs(trace, "mf", no_wait_same_receiver="true"):
-        assert (run.status, run.verified) == (STATUS_OK, True), engine
-        assert _figures(run, keys) == {
+    _check(
+        trace,
+        "mf",
+        {
             "held_back": 1,
             "holdback_delay_total": 3.0,
             "makespan": 5.0,
             "sender_delay_total": 0.0,
-        }, engine
-        assert _times(run, index, "arrival_time") == {"m1": 5.0, "m2": 2.0}, engine
+        },
+        "arrival_time",
+        {"m1": 5.0, "m2": 2.0},
+        no_wait_same_receiver="true",
+    )
