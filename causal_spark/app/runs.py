@@ -362,7 +362,5 @@ def _run_row(
         "stage_seconds": dict(seconds),
         "mode": mode,
         "note": None,
-        "skipped": (
-            [{"path": s.path, "reason": s.why} for s in context.skipped] if context.inputs else None
-        ),
+        "skipped": ([s.as_record() for s in context.skipped] if context.inputs else None),
     }

@@ -126,11 +126,7 @@ def run_summary(
             if record.skipped is None
             else {"taken": record.files_taken, "skipped": len(record.skipped)}
         ),
-        "skipped": (
-            None
-            if record.skipped is None
-            else [{"path": s.path, "reason": s.why} for s in record.skipped]
-        ),
+        "skipped": (None if record.skipped is None else [s.as_record() for s in record.skipped]),
         "fail_on": [o.as_json() for o in outcomes],
         "error": None,
     }

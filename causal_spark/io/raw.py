@@ -107,6 +107,10 @@ class Skipped:
     path: str
     why: str
 
+    def as_record(self) -> dict[str, str]:
+        """As `runs.skipped` and `--summary-json` hold it."""
+        return {"path": self.path, "reason": self.why}
+
 
 @dataclass(frozen=True)
 class Inputs:
