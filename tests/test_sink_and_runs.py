@@ -1,9 +1,13 @@
-"""The Delta sink through real jobs: tables, idempotence, atomicity, the runs ledger."""
+"""The Delta sink through real jobs: tables, idempotence, atomicity, the runs ledger.
+
+data-samples is ingested once per module (`ingested`): tests read it, or run their job on a
+copy; the audited warehouse is the session's `detected_samples` (ingest, clocks, detect)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +20,11 @@ from pyspark.sql import functions as F
 
 from causal_spark import tables
 from causal_spark.app.cli import run as run_cli
-from causal_spark.app.runs import run_job
+from causal_spark.app.runs import RunRecord, run_job
 from causal_spark.app.stages import clocks_stage, ingest_stage
 from causal_spark.clocks import ClockResult, with_clocks
 from causal_spark.config import ClockSettings, Config
+from causal_spark.io.ledger import Ledger
 from causal_spark.sinks import FILES_SCHEMA, FileWriter, Warehouse, WarehouseError
 from tests.conftest import read_delta
 
@@ -46,39 +51,55 @@ def _sorted(table: str, warehouse: Path) -> list[dict[str, object]]:
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
 
 
+def _files(warehouse: Path) -> list[str]:
+    return sorted(str(p.relative_to(warehouse)) for p in warehouse.rglob("*"))
+
+
+@pytest.fixture(scope="module")
+def ingested(
+    spark: SparkSession, config: Config, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, RunRecord]:
+    """data-samples ingested by one `ingest` run, and its record: read it, or copy it
+    (`shutil.copytree`) to run a job on it."""
+    warehouse = tmp_path_factory.mktemp("ingested") / "wh"
+    return warehouse, _ingest(spark, config, warehouse, ["data-samples"])
+
+
 def test_ingest_writes_delta_tables_readable_by_delta_rs(
-    spark: SparkSession, config: Config, tmp_path: Path
+    ingested: tuple[Path, RunRecord],
 ) -> None:
-    record = _ingest(spark, config, tmp_path, ["data-samples"])
+    warehouse, record = ingested
     for table in [*DATA, "runs"]:
-        assert (tmp_path / table / "_delta_log").is_dir()
-        arrow = read_delta(tmp_path / table)
+        assert (warehouse / table / "_delta_log").is_dir()
+        arrow = read_delta(warehouse / table)
         assert arrow.schema.names == tables.table_schema(table).names
         assert arrow.num_rows == record.counts.get(table, 1)
     assert record.counts["events"] == 56 and record.counts["quarantine"] == 4
 
 
 def test_rerun_on_same_input_gives_same_content_and_new_versions(
-    spark: SparkSession, config: Config, tmp_path: Path
+    spark: SparkSession, config: Config, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
-    first = _ingest(spark, config, tmp_path, ["data-samples"])
-    before = {t: _sorted(t, tmp_path) for t in DATA}
-    second = _ingest(spark, config, tmp_path, ["data-samples"])
-    after = {t: _sorted(t, tmp_path) for t in DATA}
+    base, first = ingested
+    warehouse = shutil.copytree(base, tmp_path / "wh")
+    before = {t: _sorted(t, warehouse) for t in DATA}
+    second = _ingest(spark, config, warehouse, ["data-samples"])
+    after = {t: _sorted(t, warehouse) for t in DATA}
     assert before == after
     for table in DATA:
         assert second.table_versions[table] == first.table_versions[table] + 1
-    runs = read_delta(tmp_path / "runs").to_pylist()
+    runs = read_delta(warehouse / "runs").to_pylist()
     assert sorted(r["id"] for r in runs) == sorted([first.run_id, second.run_id])
     # superseded files are no longer part of the table
-    assert len(read_delta(tmp_path / "events")) == first.counts["events"]
+    assert len(read_delta(warehouse / "events")) == first.counts["events"]
 
 
 def test_tables_do_not_depend_on_partitioning(
-    spark: SparkSession, config: Config, tmp_path: Path
+    spark: SparkSession, config: Config, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
-    one = Warehouse(spark, tmp_path / "a", "deltalake")
-    run_job("ingest", [ingest_stage(["data-samples"])], spark=spark, config=config, warehouse=one)
+    one = Warehouse(spark, ingested[0], "deltalake")  # ingested under conf/test.yml
+    default = config.spark.conf["spark.sql.shuffle.partitions"]
+    assert spark.conf.get("spark.sql.shuffle.partitions") == default != "13"
     spark.conf.set("spark.sql.shuffle.partitions", "13")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
     try:
@@ -89,30 +110,42 @@ def test_tables_do_not_depend_on_partitioning(
         for table in DATA:
             assert_df_equality(one.read(table), many.read(table), ignore_row_order=True)
     finally:
-        spark.conf.set(
-            "spark.sql.shuffle.partitions", config.spark.conf["spark.sql.shuffle.partitions"]
-        )
+        spark.conf.set("spark.sql.shuffle.partitions", default)
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
 
 
 @pytest.mark.parametrize("fail_after", ["events", "quarantine"])
 def test_failed_run_leaves_no_new_version_and_no_staged_files(
-    spark: SparkSession, config: Config, tmp_path: Path, fail_after: str
+    spark: SparkSession,
+    config: Config,
+    tmp_path: Path,
+    ingested: tuple[Path, RunRecord],
+    fail_after: str,
 ) -> None:
-    first = _ingest(spark, config, tmp_path, ["data-samples"])
-    files_before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    base, first = ingested
+    warehouse_path = shutil.copytree(base, tmp_path / "wh")
+    files_before = _files(warehouse_path)
+
+    staged: list[str] = []
 
     def fail(table: str) -> None:
+        staged.append(table)
         if table == fail_after:
             raise InjectedFailure(f"failing on purpose after staging {table}")
 
     with pytest.raises(InjectedFailure):
-        _ingest(spark, config, tmp_path, ["data-samples"], on_staged=fail)
-    warehouse = Warehouse(spark, tmp_path, "deltalake")
+        _ingest(
+            spark,
+            config,
+            warehouse_path,
+            ["data-samples"],
+            on_staged=fail,
+        )
+    assert staged[-1] == fail_after  # the run failed there, after staging it
+    warehouse = Warehouse(spark, warehouse_path, "deltalake")
     for table in [*DATA, "runs"]:
         assert warehouse.version(table) == first.table_versions.get(table, 0)
-    files_after = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
-    assert files_after == files_before
+    assert _files(warehouse_path) == files_before
 
 
 def test_failed_first_run_leaves_no_tables(
@@ -134,10 +167,10 @@ def test_failed_first_run_leaves_no_tables(
 
 
 def test_runs_table_records_inputs_config_and_versions(
-    spark: SparkSession, config: Config, tmp_path: Path
+    ingested: tuple[Path, RunRecord],
 ) -> None:
-    record = _ingest(spark, config, tmp_path, ["data-samples"])
-    (run,) = read_delta(tmp_path / "runs").to_pylist()
+    warehouse, record = ingested
+    (run,) = read_delta(warehouse / "runs").to_pylist()
     assert run["id"] == record.run_id and run["command"] == "ingest"
     assert run["start"] <= run["end"]
     (given,) = run["inputs"]
@@ -189,42 +222,52 @@ def _audit(spark: SparkSession, config: Config, warehouse: Path, **kw):
     )
 
 
-def test_audit_restages_events_with_clocks_and_keeps_one_copy(
-    spark: SparkSession, config: Config, tmp_path: Path
-) -> None:
-    record = _audit(spark, config, tmp_path)
-    events = read_delta(tmp_path / "events").to_pylist()
+def test_audit_restages_events_with_clocks_and_keeps_one_copy(detected_samples: Path) -> None:
+    # the session's audit of data-samples: ingest, clocks (and detect) in one run
+    events = read_delta(detected_samples / "events").to_pylist()
     assert len(events) == 56 and sum(e["vc"] is None for e in events) == 4  # causal_cycle
     # the events staged by ingest were superseded by the clocked ones and removed
-    assert len(list((tmp_path / "events" / "data").iterdir())) == 1
-    assert record.table_versions["events"] == 0 and record.counts["invalid_traces"] == 1
+    assert len(list((detected_samples / "events" / "data").iterdir())) == 1
+    (record,) = Ledger(str(detected_samples)).rows()
+    assert record["command"] == "audit"
+    assert record["table_versions"]["events"] == 0 and record["counts"]["invalid_traces"] == 1
 
 
 @pytest.mark.parametrize("fail_after", ["trace_clocks"])
 def test_failed_audit_after_restaging_leaves_nothing_behind(
-    spark: SparkSession, config: Config, tmp_path: Path, fail_after: str
+    spark: SparkSession, config: Config, tmp_path: Path, detected_samples: Path, fail_after: str
 ) -> None:
-    first = _audit(spark, config, tmp_path)
-    files_before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    warehouse_path = shutil.copytree(detected_samples, tmp_path / "wh")
+    (first,) = Ledger(str(warehouse_path)).rows()
+    files_before = _files(warehouse_path)
+
+    staged: list[str] = []
 
     def fail(table: str) -> None:
+        staged.append(table)
         if table == fail_after:
             raise InjectedFailure(f"failing on purpose after staging {table}")
 
     with pytest.raises(InjectedFailure):
-        _audit(spark, config, tmp_path, on_staged=fail)
-    warehouse = Warehouse(spark, tmp_path, "deltalake")
+        _audit(
+            spark,
+            config,
+            warehouse_path,
+            on_staged=fail,
+        )
+    # it failed after clocks had restaged the events ingest staged
+    assert staged.count("events") == 2 and staged[-1] == fail_after
+    warehouse = Warehouse(spark, warehouse_path, "deltalake")
     for table in ["events", "trace_clocks", "runs"]:
-        assert warehouse.version(table) == first.table_versions.get(table, 0)
-    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == files_before
+        assert warehouse.version(table) == first["table_versions"].get(table, 0)
+    assert _files(warehouse_path) == files_before
 
 
 def test_clocks_command_rewrites_events_of_an_ingested_warehouse(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
-    warehouse = str(tmp_path / "wh")
+    warehouse = str(shutil.copytree(ingested[0], tmp_path / "wh"))
     conf = ["--conf", "conf/test.yml"]
-    run_cli(["ingest", "data-samples", "--warehouse", warehouse, *conf], session=spark)
     assert all(e["vc"] is None for e in read_delta(tmp_path / "wh" / "events").to_pylist())
     record = run_cli(["clocks", "--warehouse", warehouse, "--matrix", *conf], session=spark)
     assert set(record.table_versions) == {"events", "trace_clocks", "matrix_clocks", "runs"}
@@ -239,12 +282,9 @@ def test_clocks_command_rewrites_events_of_an_ingested_warehouse(
 # --- stage_through: files written by the tasks that compute the rows ------------------------
 
 
-def _clocked_samples(
-    spark: SparkSession, config: Config, warehouse: Path, settings: ClockSettings
-) -> ClockResult:
-    """data-samples ingested into `warehouse`, and their clocks (not yet written)."""
-    _ingest(spark, config, warehouse, ["data-samples"])
-    source = Warehouse(spark, warehouse, "deltalake")
+def _clocked_samples(spark: SparkSession, ingested: Path, settings: ClockSettings) -> ClockResult:
+    """The clocks (not yet written) of data-samples as `ingested` holds them (read only)."""
+    source = Warehouse(spark, ingested, "deltalake")
     return with_clocks(source.read("events"), source.read("messages"), settings)
 
 
@@ -258,9 +298,12 @@ def _clocked_samples(
     ids=["per_trace", "distributed"],
 )
 def test_events_written_by_tasks_equal_sparks_write(
-    spark: SparkSession, config: Config, tmp_path: Path, settings: ClockSettings
+    spark: SparkSession,
+    tmp_path: Path,
+    ingested: tuple[Path, RunRecord],
+    settings: ClockSettings,
 ) -> None:
-    result = _clocked_samples(spark, config, tmp_path / "in", settings)
+    result = _clocked_samples(spark, ingested[0], settings)
     by_spark = Warehouse(spark, tmp_path / "spark", "deltalake")
     by_tasks = Warehouse(spark, tmp_path / "tasks", "deltalake")
     with by_spark.transaction("a") as txn:
@@ -314,9 +357,9 @@ def test_file_writer_refuses_a_null_the_schema_forbids(tmp_path: Path) -> None:
 
 
 def test_stage_through_commits_only_the_files_tasks_reported(
-    spark: SparkSession, config: Config, tmp_path: Path
+    spark: SparkSession, config: Config, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
-    result = _clocked_samples(spark, config, tmp_path / "in", config.clocks)
+    result = _clocked_samples(spark, ingested[0], config.clocks)
     target = Warehouse(spark, tmp_path / "out", "deltalake")
 
     def with_a_stray_file(writer: FileWriter) -> DataFrame:
@@ -334,12 +377,11 @@ def test_stage_through_commits_only_the_files_tasks_reported(
 
 
 def test_a_failing_in_place_clocks_stage_removes_its_scratch(
-    spark: SparkSession, config: Config, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
     """The in-place pass stages links in the writer's scratch folder; when one of its tasks
     fails (an lseq past its process's count), the run fails and the folder is gone."""
-    _ingest(spark, config, tmp_path / "in", ["data-samples"])
-    source = Warehouse(spark, tmp_path / "in", "deltalake")
+    source = Warehouse(spark, ingested[0], "deltalake")
     events, messages = source.read("events"), source.read("messages")
     settings = ClockSettings(engine="per_trace", slab_events=5)
     plan = with_clocks(events, messages, settings).plan
@@ -369,9 +411,9 @@ def test_a_failing_in_place_clocks_stage_removes_its_scratch(
 
 
 def test_a_task_writing_a_forbidden_null_fails_the_run_and_stages_nothing(
-    spark: SparkSession, config: Config, tmp_path: Path
+    spark: SparkSession, config: Config, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
-    result = _clocked_samples(spark, config, tmp_path / "in", config.clocks)
+    result = _clocked_samples(spark, ingested[0], config.clocks)
     broken = result.events.withColumn("process", F.lit(None).cast("string"))
     target = Warehouse(spark, tmp_path / "out", "deltalake")
 

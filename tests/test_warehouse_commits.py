@@ -1,6 +1,9 @@
 """Issue 17, the commit points: a warehouse that loses nothing and is never read half-committed.
 
 Each test here failed on the code before this branch (d63b0b3); the docstring says how.
+
+Two input folders of different traces; the first is ingested once per module (`ingested`)
+and the tests run their jobs on copies of it, or of the session's `detected_samples`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from pyspark.sql import SparkSession
 
 from causal_spark import tables
 from causal_spark.app.cli import run as run_cli
-from causal_spark.app.runs import LineageError
+from causal_spark.app.runs import LineageError, run_job
+from causal_spark.app.stages import ingest_stage
+from causal_spark.config import Config
 from causal_spark.io.ledger import Ledger, WarehouseError
 from causal_spark.io.sinks import Warehouse
 from tests.conftest import read_delta
@@ -28,16 +33,36 @@ class InjectedFailure(RuntimeError):
     pass
 
 
-def _two_inputs(tmp_path: Path) -> tuple[Path, Path]:
-    """Two input folders of different traces."""
-    first, second = tmp_path / "in-a", tmp_path / "in-b"
-    first.mkdir()
-    second.mkdir()
-    for name in ("fifo_violation", "causal_chat"):
-        shutil.copy(f"data-samples/{name}.jsonl", first)
-    for name in ("nested_crowns", "sync_deadlock"):
-        shutil.copy(f"data-samples/{name}.jsonl", second)
-    return first, second
+class Ingested:
+    """Two input folders of different traces, and a warehouse that ingested the first."""
+
+    def __init__(self, root: Path, spark: SparkSession, config: Config) -> None:
+        self.first, self.second = root / "in-a", root / "in-b"
+        self.first.mkdir()
+        self.second.mkdir()
+        for name in ("fifo_violation", "causal_chat"):
+            shutil.copy(f"data-samples/{name}.jsonl", self.first)
+        for name in ("nested_crowns", "sync_deadlock"):
+            shutil.copy(f"data-samples/{name}.jsonl", self.second)
+        self.warehouse = root / "wh"
+        run_job(
+            "ingest",
+            [ingest_stage([str(self.first)])],
+            spark=spark,
+            config=config,
+            warehouse=Warehouse(spark, self.warehouse, "deltalake"),
+        )
+
+    def copy(self, target: Path) -> Path:
+        """A private copy of the warehouse, for a test that runs jobs on it."""
+        return shutil.copytree(self.warehouse, target)
+
+
+@pytest.fixture(scope="module")
+def ingested(
+    spark: SparkSession, config: Config, tmp_path_factory: pytest.TempPathFactory
+) -> Ingested:
+    return Ingested(tmp_path_factory.mktemp("commits"), spark, config)
 
 
 def _traces(warehouse: Path, table: str) -> set[str]:
@@ -56,18 +81,22 @@ def _drop_last_runs_commit(warehouse: Path) -> None:
 
 @pytest.mark.parametrize("name", ["wh x", "wh[1]#?"], ids=["space", "glob"])
 def test_a_warehouse_path_with_special_characters_works_for_writers_and_readers(
-    spark: SparkSession, tmp_path: Path, name: str
+    spark: SparkSession, tmp_path: Path, ingested: Ingested, name: str
 ) -> None:
     """Before: a space broke every read of committed tables (the encoded URIs delta-rs
-    returns were handed to Spark as paths); `[` made Spark glob."""
-    warehouse = tmp_path / name
-    run_cli(["ingest", "data-samples", "--warehouse", str(warehouse), *CONF], session=spark)
+    returns were handed to Spark as paths); `[` made Spark glob.
+
+    `clocks` under the path reads committed tables, writes a new version of one (events,
+    from its tasks' files) and creates another (trace_clocks, by Spark's writer)."""
+    warehouse = ingested.copy(tmp_path / name)
+    assert not (warehouse / "trace_clocks").exists()
     record = run_cli(["clocks", "--warehouse", str(warehouse), *CONF], session=spark)
-    assert record.table_versions["events"] == 1
+    assert record.table_versions == {"events": 1, "trace_clocks": 0, "runs": 1}
     reader = Warehouse(spark, warehouse, "deltalake")
-    assert reader.read("events").count() == 56
-    assert reader.read("trace_clocks").count() == 9
-    assert read_delta(warehouse / "messages").num_rows == 30
+    events = reader.read("events")
+    assert events.count() == 10 and events.where("vc is not null").count() == 10
+    assert reader.read("trace_clocks").count() == 2
+    assert read_delta(warehouse / "messages").num_rows == 6
 
 
 def test_a_warehouse_path_with_percent_is_refused_before_anything_is_written(
@@ -84,16 +113,14 @@ def test_a_warehouse_path_with_percent_is_refused_before_anything_is_written(
 
 
 def test_no_stage_runs_on_versions_no_committed_run_wrote_together(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, ingested: Ingested
 ) -> None:
     """Before: a run that died between its table commits and its runs row left the
     tables at its versions and the next stage command read them (`clocks` here clocked
     the dead run's events). Now readers read the versions the last runs row names, and
     the next writing run rolls the dead run's versions back first and says so."""
-    first, second = _two_inputs(tmp_path)
-    warehouse = tmp_path / "wh"
-    run_cli(["ingest", str(first), "--warehouse", str(warehouse), *CONF], session=spark)
-    run_cli(["ingest", str(second), "--warehouse", str(warehouse), *CONF], session=spark)
+    warehouse = ingested.copy(tmp_path / "wh")
+    run_cli(["ingest", str(ingested.second), "--warehouse", str(warehouse), *CONF], session=spark)
     _drop_last_runs_commit(warehouse)
     assert _traces(warehouse, "events") == {"nested_crowns", "sync_deadlock"}  # uncommitted
     reader = Warehouse(spark, warehouse, "deltalake")
@@ -110,17 +137,13 @@ def test_no_stage_runs_on_versions_no_committed_run_wrote_together(
 
 
 def test_an_error_after_a_commit_keeps_the_files_that_version_names(
-    spark: SparkSession, config, tmp_path: Path
+    spark: SparkSession, config: Config, tmp_path: Path, ingested: Ingested
 ) -> None:
     """Before: an error after delta-rs had written a table's version made the cleanup
     remove the staged files that version names (there was no hook either). Now abort
     keeps every file a log names; the next run rolls the version back."""
-    from causal_spark.app.runs import run_job
-    from causal_spark.app.stages import ingest_stage
-
-    first, second = _two_inputs(tmp_path)
-    warehouse = Warehouse(spark, tmp_path / "wh", "deltalake")
-    run_job("ingest", [ingest_stage([str(first)])], spark=spark, config=config, warehouse=warehouse)
+    first, second = ingested.first, ingested.second
+    warehouse = Warehouse(spark, ingested.copy(tmp_path / "wh"), "deltalake")
 
     def fail(table: str) -> None:
         if table == "messages":
@@ -150,27 +173,30 @@ def test_an_error_after_a_commit_keeps_the_files_that_version_names(
 
 
 def test_stage_commands_refuse_inputs_from_different_ingests(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, ingested: Ingested, detected_samples: Path
 ) -> None:
     """Before: `ingest` then `detect` (skipping `clocks`) committed a summary of the new
-    events with the old clocks' statuses."""
-    first, second = _two_inputs(tmp_path)
-    warehouse = str(tmp_path / "wh")
-    for argv in (["ingest", str(first)], ["clocks"], ["detect"], ["ingest", str(second)]):
-        run_cli([*argv, "--warehouse", warehouse, *CONF], session=spark)
+    events with the old clocks' statuses.
+
+    The warehouse ingested, clocked and detected data-samples (the session's audit),
+    then ingests the second folder alone."""
+    warehouse = str(shutil.copytree(detected_samples, tmp_path / "wh"))
+    summary = sorted(map(str, read_delta(tmp_path / "wh" / "trace_summary").to_pylist()))
+    assert len(summary) > 2  # every trace of data-samples, not only the second folder's
+    run_cli(["ingest", str(ingested.second), "--warehouse", warehouse, *CONF], session=spark)
     before = Ledger(warehouse).rows()
+    assert [r["command"] for r in before] == ["audit", "ingest"]
     with pytest.raises(LineageError, match="different ingests"):
         run_cli(["detect", "--warehouse", warehouse, *CONF], session=spark)
     assert len(Ledger(warehouse).rows()) == len(before)  # nothing committed
-    assert _traces(tmp_path / "wh", "trace_summary") == {"fifo_violation", "causal_chat"}
+    assert sorted(map(str, read_delta(tmp_path / "wh" / "trace_summary").to_pylist())) == summary
 
 
 def test_staged_files_of_a_killed_run_are_removed_by_the_next_run(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, detected_samples: Path
 ) -> None:
     """Before: files a killed run had staged stayed for ever."""
-    warehouse = tmp_path / "wh"
-    run_cli(["ingest", "data-samples", "--warehouse", str(warehouse), *CONF], session=spark)
+    warehouse = shutil.copytree(detected_samples, tmp_path / "wh")  # data-samples audited
     # what a run killed while staging leaves: parquet files no log names, a scratch folder
     dead = warehouse / "events" / "data" / "20000101T000000-deadbeef"
     dead.mkdir(parents=True)
@@ -192,15 +218,11 @@ def test_staged_files_of_a_killed_run_are_removed_by_the_next_run(
 
 
 def test_a_run_that_committed_every_table_but_not_its_row_is_rolled_forward(
-    spark: SparkSession, config, tmp_path: Path
+    spark: SparkSession, config: Config, tmp_path: Path, ingested: Ingested
 ) -> None:
     """DESIGN §6: forward if every table of that run is there (its intent lists them)."""
-    from causal_spark.app.runs import run_job
-    from causal_spark.app.stages import ingest_stage
-
-    first, second = _two_inputs(tmp_path)
-    warehouse = Warehouse(spark, tmp_path / "wh", "deltalake")
-    run_job("ingest", [ingest_stage([str(first)])], spark=spark, config=config, warehouse=warehouse)
+    second = ingested.second
+    warehouse = Warehouse(spark, ingested.copy(tmp_path / "wh"), "deltalake")
 
     def fail(table: str) -> None:
         if table == "quarantine":  # the last of ingest's tables
