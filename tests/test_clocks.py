@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +95,38 @@ def random_set(spark: SparkSession) -> tuple[list[Trace], DataFrame, DataFrame]:
     return traces, events.localCheckpoint(), messages.localCheckpoint()
 
 
+Clocked = Callable[[str, DataFrame, DataFrame, ClockSettings], tuple[DataFrame, DataFrame]]
+
+
+@pytest.fixture(scope="module")
+def clocked_once() -> Clocked:
+    """Clock a module input once per (input name, settings) and share the result: the
+    events with clocks and their `trace_clocks` rows, both checkpointed. Tests that only
+    read the same engine's output of the same rows take it from here."""
+    memo: dict[tuple[str, ClockSettings], tuple[DataFrame, DataFrame]] = {}
+
+    def clock(
+        name: str, events: DataFrame, messages: DataFrame, settings: ClockSettings
+    ) -> tuple[DataFrame, DataFrame]:
+        if (name, settings) not in memo:
+            result = with_clocks(events, messages, settings)
+            clocked = result.events.localCheckpoint()
+            status = trace_clock_status(clocked, events, messages, result.plan).localCheckpoint()
+            memo[name, settings] = (clocked, status)
+        return memo[name, settings]
+
+    return clock
+
+
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_worked_traces_get_exact_clocks(
-    samples: tuple[DataFrame, DataFrame], expected: dict[str, Any], engine: str
+    samples: tuple[DataFrame, DataFrame],
+    expected: dict[str, Any],
+    clocked_once: Clocked,
+    engine: str,
 ) -> None:
     events, messages = samples
-    clocked = with_clocks(events, messages, ENGINES[engine]).events.collect()
+    clocked = clocked_once("samples", events, messages, ENGINES[engine])[0].collect()
     delivered = messages.where("status = 'delivered'").collect()
     by_trace: dict[str, list[Any]] = defaultdict(list)
     for e in clocked:
@@ -122,14 +149,11 @@ def test_worked_traces_get_exact_clocks(
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_causal_cycle_is_invalid_with_a_witness_and_others_are_ok(
-    samples: tuple[DataFrame, DataFrame], engine: str
+    samples: tuple[DataFrame, DataFrame], clocked_once: Clocked, engine: str
 ) -> None:
     events, messages = samples
-    result = with_clocks(events, messages, ENGINES[engine])
-    clocked = result.events.localCheckpoint()
-    status = {
-        r.trace_id: r for r in trace_clock_status(clocked, events, messages, result.plan).collect()
-    }
+    clocked, status_rows = clocked_once("samples", events, messages, ENGINES[engine])
+    status = {r.trace_id: r for r in status_rows.collect()}
     assert status["causal_cycle"].status == "INVALID"
     assert sorted(status["causal_cycle"].cycle) == ["a", "b"]
     assert {t for t, r in status.items() if r.status == "ok"} == set(status) - {"causal_cycle"}
@@ -144,10 +168,10 @@ def test_causal_cycle_is_invalid_with_a_witness_and_others_are_ok(
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_random_traces_match_the_transitive_closure(
-    random_set: tuple[list[Trace], DataFrame, DataFrame], engine: str
+    random_set: tuple[list[Trace], DataFrame, DataFrame], clocked_once: Clocked, engine: str
 ) -> None:
     traces, events, messages = random_set
-    clocked = with_clocks(events, messages, ENGINES[engine]).events.collect()
+    clocked = clocked_once("random", events, messages, ENGINES[engine])[0].collect()
     for trace in traces:
         assert_matches_brute_force([e for e in clocked if e.trace_id == trace.trace_id], trace)
 
@@ -207,17 +231,19 @@ STATUS_COLUMNS = ["trace_id", "n_processes", "n_events", "n_components", "status
 
 @pytest.mark.parametrize(
     ("slab_events", "timed", "sources"),
-    [(3, True, 1), (17, True, 1), (60, True, 1), (17, False, 1), (17, True, 3)],
-    ids=["slab3", "slab17", "slab60", "slab17-no-ts", "slab17-3-sources"],
+    [(3, True, 1), (17, True, 1), (60, True, 3), (17, False, 3)],
+    ids=["slab3", "slab17", "slab60-3-sources", "slab17-no-ts-3-sources"],
 )
 def test_both_engines_give_identical_tables(
     random_set: tuple[list[Trace], DataFrame, DataFrame],
     cyclic_set: tuple[set[str], DataFrame, DataFrame],
+    clocked_once: Clocked,
     slab_events: int,
     timed: bool,
     sources: int,
 ) -> None:
-    """Slabs are time bands when every event has `ts`, equal lseq shares otherwise. With
+    """Slabs are time bands when every event has `ts`, equal lseq shares otherwise (the
+    three inputs: timed, timed with several sources, untimed with several sources). With
     several sources per process (the per-trace engine ships them as codes, the distributed
     one as strings) and some null labels, every column still agrees. Traces with an injected
     causal cycle (issue 17) are INVALID under both, with null clocks and the same witness,
@@ -234,16 +260,12 @@ def test_both_engines_give_identical_tables(
         events = events.withColumn(
             "label", F.when(F.col("lseq") % 2 == 0, F.lit("even")).otherwise(F.col("label"))
         )
-    tables_of = {}
-    for name, chosen in (
-        ("per_trace", ENGINES["per_trace"]),
-        ("distributed", ClockSettings(engine="distributed", slab_events=slab_events)),
-    ):
-        result = with_clocks(events, messages, chosen)
-        clocked = result.events.localCheckpoint()
-        status = trace_clock_status(clocked, events, messages, result.plan).localCheckpoint()
-        tables_of[name] = (clocked, status)
-    (one, one_status), (many, many_status) = tables_of["per_trace"], tables_of["distributed"]
+    # the per-trace tables of one input are computed once, for every slab size compared
+    variant = f"random+cyclic ts={timed} sources={sources}"
+    one, one_status = clocked_once(variant, events, messages, ENGINES["per_trace"])
+    many, many_status = clocked_once(
+        variant, events, messages, ClockSettings(engine="distributed", slab_events=slab_events)
+    )
     assert_df_equality(one, many, ignore_row_order=True, ignore_nullable=True)
     assert_df_equality(
         one_status.select(*STATUS_COLUMNS),
@@ -303,10 +325,11 @@ def ping_pong(trace_id: str, messages: int) -> Trace:
     return trace
 
 
-def cyclic_ping_pong_rows(exchanges: int = 599) -> list[dict[str, Any]]:
+def cyclic_ping_pong_rows(exchanges: int) -> list[dict[str, Any]]:
     """Input rows of a two-process ping-pong of `exchanges` messages, 2 * exchanges + 4 events,
-    with a causal cycle from its first event to its last (issue 17's 1 202-event trace): a
-    receives X, sends a0, then the ping-pong runs; b ends by receiving a0 and sending X.
+    with a causal cycle from its first event to its last (issue 17's trace had 1 202 events,
+    599 exchanges; what matters is that it spans many slabs): a receives X, sends a0, then
+    the ping-pong runs; b ends by receiving a0 and sending X.
     With time slabs the cycle crosses every slab border. Its witness: a's receive of X
     waits on b's last event, b's first receive (m0) on a's send of m0."""
     rows: list[dict[str, Any]] = [
@@ -326,23 +349,59 @@ def cyclic_ping_pong_rows(exchanges: int = 599) -> list[dict[str, Any]]:
     return rows
 
 
+def trace_of_rows(trace_id: str, rows: list[dict[str, Any]]) -> Trace:
+    """The events and messages ingest makes of well-formed rows without seq (file order,
+    one message per send), built directly: no ingest job for the engines' tests."""
+    trace = Trace(trace_id, sorted({r["process"] for r in rows}))
+    pidx = {p: i for i, p in enumerate(trace.processes)}
+    lseq = dict.fromkeys(trace.processes, 0)
+    ends: dict[str, dict[str, tuple[str, int, float]]] = defaultdict(dict)
+    for line, row in enumerate(rows, start=1):
+        p = row["process"]
+        lseq[p] += 1
+        trace.events.append(
+            {"trace_id": trace_id, "process": p, "pidx": pidx[p], "lseq": lseq[p],
+             "kind": row["kind"], "ts": row["ts"], "label": None,
+             "n_msgs": int(row["kind"] == "send"), "seq": None, "source": f"{trace_id}.jsonl",
+             "line": line, "lamport": None, "vc": None}
+        )  # fmt: skip
+        ends[row["msg_id"]][row["kind"]] = (p, lseq[p], row["ts"])
+    for msg_id, end in ends.items():
+        (src, send, send_ts), (dst, recv, recv_ts) = end["send"], end["receive"]
+        trace.messages.append(
+            {"trace_id": trace_id, "msg_id": msg_id, "src": src, "dst": dst,
+             "src_pidx": pidx[src], "dst_pidx": pidx[dst], "send_lseq": send, "recv_lseq": recv,
+             "send_ts": send_ts, "recv_ts": recv_ts, "size_bytes": 0, "status": "delivered"}
+        )  # fmt: skip
+    return trace
+
+
+@pytest.fixture(scope="module")
+def cyclic_ping_pong(spark: SparkSession) -> tuple[DataFrame, DataFrame]:
+    """The cyclic ping-pong of 99 exchanges (202 events), once for both engines (the slow
+    test below takes the same rows through `ingest`)."""
+    events, messages = frames(spark, [trace_of_rows("cyclic_ping_pong", cyclic_ping_pong_rows(99))])
+    return events.localCheckpoint(), messages.localCheckpoint()
+
+
 @pytest.mark.parametrize("engine", ["per_trace", "distributed"])
 def test_a_long_cyclic_ping_pong_is_invalid_under_both_engines(
-    spark: SparkSession, tmp_path: Path, engine: str
+    cyclic_ping_pong: tuple[DataFrame, DataFrame], engine: str
 ) -> None:
     """Issue 17: with slabs, the distributed engine nulled the clocks of this cycle but its
     trace was reported ok (the witness search ran the component slab by slab, where a cycle
-    across slab borders does not show), and the anomaly search then failed on the nulls."""
-    path = write_jsonl(tmp_path / "cyclic_ping_pong.jsonl", cyclic_ping_pong_rows())
-    ingested = ingest_paths(spark, [path])
-    events, messages = ingested.events.localCheckpoint(), ingested.messages.localCheckpoint()
-    assert events.count() == 1202
-    settings = ClockSettings(engine=engine, slab_events=50)  # type: ignore[arg-type]
+    across slab borders does not show), and the anomaly search then failed on the nulls.
+    The cycle crosses every one of the ~20 time slabs of 10 events."""
+    events, messages = cyclic_ping_pong
+    assert events.count() == 202
+    settings = ClockSettings(engine=engine, slab_events=10)  # type: ignore[arg-type]
     result = with_clocks(events, messages, settings)
     clocked = result.events.localCheckpoint()
     status = trace_clock_status(clocked, events, messages, result.plan).localCheckpoint()
     (row,) = status.collect()
     assert (row.engine, row.status, sorted(row.cycle)) == (engine, "INVALID", ["X", "m0"])
+    if engine == "distributed":
+        assert result.plan.agg(F.max("n_slabs")).first()[0] == 21  # ceil(202 / 10)
     assert clocked.where("vc is not null or lamport is not null").count() == 0
     # detect's anomaly search skips it (it failed with an IndexError on the null clocks)
     assert find_violations(clocked, delivered_messages(messages, status)).count() == 0
@@ -383,10 +442,12 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
     with_clocks(
         warm_events, warm_messages, ClockSettings(engine="distributed", slab_events=10)
     ).events.collect()
-    for length in (200, 2000):
+    # 100 and 1 000 messages in slabs of 25 events: 8 and 80 slabs (the rounds count slabs,
+    # not events, so the small slabs keep the 10x while the traces stay small)
+    for length in (100, 1000):
         trace = ping_pong(f"pp{length}", length)
         events, messages = frames(spark, [trace])
-        settings = ClockSettings(engine="distributed", slab_events=50)
+        settings = ClockSettings(engine="distributed", slab_events=25)
         holder: dict[str, Any] = {}
 
         def run(
@@ -401,25 +462,22 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
         jobs[length] = spark_jobs(spark, run)
         assert holder["result"].clock_passes == 3
         slabs = holder["result"].plan.agg(F.max("n_slabs")).first()[0]
-        assert slabs == 2 * length // 50
+        assert slabs == 2 * length // 25
         for e in holder["rows"]:
             # chain position k (1-based over the whole trace) = lamport; both ends know it all
             k = e.lamport
             assert sum(e.vc) == k
     # 8 slabs -> 80 slabs and a 10x longer chain: a round per slab or per hop would add at
     # least 72 jobs; the engine's count stays the same up to that scheduling noise
-    assert abs(jobs[2000] - jobs[200]) <= 2, jobs
+    assert abs(jobs[1000] - jobs[100]) <= 2, jobs
 
 
 def test_components_are_computed_and_independent(
-    spark: SparkSession, random_set: tuple[list[Trace], DataFrame, DataFrame]
+    random_set: tuple[list[Trace], DataFrame, DataFrame], clocked_once: Clocked
 ) -> None:
     traces, events, messages = random_set
-    result = with_clocks(events, messages, ENGINES["per_trace"])
-    status = {
-        r.trace_id: r
-        for r in trace_clock_status(result.events, events, messages, result.plan).collect()
-    }
+    _, status_rows = clocked_once("random", events, messages, ENGINES["per_trace"])
+    status = {r.trace_id: r for r in status_rows.collect()}
     for trace in traces:
         graph = nx.Graph()
         graph.add_nodes_from(trace.lengths())
@@ -858,6 +916,34 @@ def _padded_cycle(trace_id: str, pad: int) -> Trace:
     return trace
 
 
+@pytest.fixture(scope="module")
+def in_place_input(
+    spark: SparkSession,
+    samples: tuple[DataFrame, DataFrame],
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+) -> Callable[[bool], tuple[DataFrame, DataFrame, DataFrame]]:
+    """The random traces and a padded cycle (mixed: and the samples), in 7 partitions, with
+    the events of each unit; built once per `mixed` for the cases that share it."""
+    memo: dict[bool, tuple[DataFrame, DataFrame, DataFrame]] = {}
+
+    def build(mixed: bool) -> tuple[DataFrame, DataFrame, DataFrame]:
+        if mixed not in memo:
+            _, events, messages = random_set
+            cycle_events, cycle_messages = frames(spark, [_padded_cycle("cycle", 10)])
+            events = events.unionByName(cycle_events)
+            messages = messages.unionByName(cycle_messages)
+            if mixed:  # the samples' 4-event units stay below slab_events
+                events = events.unionByName(samples[0])
+                messages = messages.unionByName(samples[1])
+            events = events.repartition(7).localCheckpoint()
+            plan = with_clocks(events, messages, ENGINES["per_trace"]).plan
+            sizes = plan.groupBy("trace_id", "component").agg(F.sum("proc_events").alias("n"))
+            memo[mixed] = (events, messages, sizes.localCheckpoint())
+        return memo[mixed]
+
+    return build
+
+
 @pytest.mark.parametrize(
     ("mixed", "parts"),
     [(False, 2), (False, 3), (True, 2)],
@@ -865,8 +951,7 @@ def _padded_cycle(trace_id: str, pad: int) -> Trace:
 )
 def test_units_clocked_in_place_give_the_cogrouped_rows(
     spark: SparkSession,
-    samples: tuple[DataFrame, DataFrame],
-    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    in_place_input: Callable[[bool], tuple[DataFrame, DataFrame, DataFrame]],
     tmp_path: Path,
     mixed: bool,
     parts: int,
@@ -876,14 +961,7 @@ def test_units_clocked_in_place_give_the_cogrouped_rows(
     events, the units' output parts or the default parallelism in tasks); the smaller
     ones still go through the cogroup. The files hold exactly the rows of the cogrouped
     events, those of an INVALID (cyclic) unit clocked in place too."""
-    _, events, messages = random_set
-    cycle_events, cycle_messages = frames(spark, [_padded_cycle("cycle", 10)])
-    events, messages = events.unionByName(cycle_events), messages.unionByName(cycle_messages)
-    if mixed:  # the samples' 4-event units stay below slab_events
-        events, messages = events.unionByName(samples[0]), messages.unionByName(samples[1])
-    events = events.repartition(7).localCheckpoint()
-    plan = with_clocks(events, messages, ENGINES["per_trace"]).plan
-    sizes = plan.groupBy("trace_id", "component").agg(F.sum("proc_events").alias("n"))
+    events, messages, sizes = in_place_input(mixed)
     smallest = sizes.agg(F.min("n")).first()[0]
     slab_events = 7 if mixed else smallest - 1  # all units in place unless mixed
     settings = ClockSettings(engine="per_trace", slab_events=slab_events, output_parts=parts)
@@ -938,6 +1016,7 @@ def test_batch_returns_rows_in_the_order_given(seed: int) -> None:
 def test_split_output_gives_identical_tables(
     samples: tuple[DataFrame, DataFrame],
     random_set: tuple[list[Trace], DataFrame, DataFrame],
+    clocked_once: Clocked,
     parts: int,
 ) -> None:
     """Components above slab_events (here nearly all) are written by up to `parts` groups;
@@ -945,11 +1024,14 @@ def test_split_output_gives_identical_tables(
     _, events, messages = random_set
     events = events.unionByName(samples[0])
     messages = messages.unionByName(samples[1])
-    whole = with_clocks(events, messages, ClockSettings(engine="per_trace", output_parts=1))
+    # the one-group table once for both part counts
+    whole, _ = clocked_once(
+        "random+samples", events, messages, ClockSettings(engine="per_trace", output_parts=1)
+    )
     split = with_clocks(
         events, messages, ClockSettings(engine="per_trace", slab_events=7, output_parts=parts)
     )
-    assert_df_equality(whole.events, split.events, ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(whole, split.events, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_group_keys_put_the_parts_of_a_unit_in_distinct_partitions(spark: SparkSession) -> None:

@@ -245,14 +245,13 @@ def test_random_traces_same_tables_both_methods(
         assert is_crown([msgs[i] for i in row.crown], future), row
 
 
-def test_worked_traces_same_tables_both_methods(spark: SparkSession, tmp_path: Path) -> None:
-    from causal_spark.app.cli import run
-
-    warehouse = tmp_path / "warehouse"
-    run(["audit", "data-samples", "--warehouse", str(warehouse), "--conf", "conf/test.yml"],
-        session=spark)  # fmt: skip
+def test_worked_traces_same_tables_both_methods(
+    spark: SparkSession, detected_samples: Path
+) -> None:
+    # the session's data-samples warehouse (ingested, clocked, detected): nothing here
+    # needs the replay stages of a whole audit
     tables = {
-        name: spark.createDataFrame(read_delta(warehouse / name).to_pandas())
+        name: spark.createDataFrame(read_delta(detected_samples / name).to_pandas())
         for name in ("events", "messages", "trace_clocks")
     }
     delivered = delivered_messages(tables["messages"], tables["trace_clocks"])
@@ -260,6 +259,11 @@ def test_worked_traces_same_tables_both_methods(spark: SparkSession, tmp_path: P
     per_trace, distributed = both(tables["events"], delivered, slab_events=4)
     assert_same_components(per_trace, distributed)
     assert per_trace.crowns.count() == 6
+    # and the crowns table the warehouse's detect wrote is the per-trace one
+    written = read_delta(detected_samples / "crowns").to_pylist()
+    assert sorted((r["trace_id"], r["scc_size"]) for r in written) == sorted(
+        (r.trace_id, r.scc_size) for r in per_trace.crowns.collect()
+    )
 
 
 def test_auto_sends_only_large_traces_to_the_distributed_method(
@@ -322,10 +326,11 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
     same number of Spark jobs; the component is found whole, with a shortest witness."""
     jobs = {}
     prepared = {}
-    for hops in (20, 200, 2000):
+    # 100 and 1 000 hops in slabs of 50 events: the 10x longer chain crosses 10x more slabs
+    for hops in (10, 100, 1000):
         events, messages = frames(spark, [crown_chain(f"c{hops}", hops)])
         prepared[hops] = clocked(events, messages)
-    settings_ = DetectSettings(crown_engine="distributed", slab_events=100,
+    settings_ = DetectSettings(crown_engine="distributed", slab_events=50,
                                crown_graph_backend="slabs")  # fmt: skip
 
     def solve(hops: int) -> tuple[list[Any], list[Any]]:
@@ -333,8 +338,8 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
         found = find_crowns(delivered, 10**9, events=events, settings=settings_)
         return found.crowns.collect(), found.members.collect()
 
-    solve(20)  # warm-up: Numba compilation, Python workers
-    for hops in (200, 2000):
+    solve(10)  # warm-up: Numba compilation, Python workers
+    for hops in (100, 1000):
         holder: dict[int, Any] = {}
         jobs[hops] = spark_jobs(spark, lambda h=hops, out=holder: out.update({h: solve(h)}))
         crowns, members = holder[hops]
@@ -342,9 +347,9 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
         # x with any hop is a crown of two (s(x) -> r(h) and s(h) -> r(x)), and no 2-cycle
         # of the contracted graph exists: the witness came from the component's own search
         assert "x" in crowns[0].crown and crowns[0].shortest and crowns[0].k == 2
-    slabs = prepared[2000][1].agg(F.max("recv_lseq")).first()[0] * 2 * 2 // 100
-    assert slabs >= 40  # 4 -> 40 slabs: a round per slab would add dozens of jobs
-    assert abs(jobs[2000] - jobs[200]) <= 2, jobs
+    slabs = prepared[1000][1].agg(F.max("recv_lseq")).first()[0] * 2 * 2 // 50
+    assert slabs >= 40  # 8 -> 80 slabs: a round per slab would add dozens of jobs
+    assert abs(jobs[1000] - jobs[100]) <= 2, jobs
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,13 +1,19 @@
 """Ingest across files, with hostile names and broken files, and the rules that hold after
-matching (DESIGN §1; issues 16 and 17)."""
+matching (DESIGN §1; issues 16 and 17).
+
+Every case writes its own folder (its traces named apart from the other cases'), and all
+the folders and files are given to one ingest per module: a test reads its case's rows,
+picked by where they were read from, and the module checks that no row lands outside a
+case."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,13 +26,17 @@ from tests.helpers import ingest_paths, write_jsonl
 from tests.reference_ingest import reference_ingest_files
 
 
-def _collect(out: Any) -> tuple[list[Any], list[Any], list[Any]]:
-    return out.events.collect(), out.messages.collect(), out.quarantine.collect()
+class Rows(NamedTuple):
+    events: list[Any]
+    messages: list[Any]
+    quarantine: list[Any]
 
 
-def test_a_second_copy_to_one_destination_is_a_duplicate_after_matching(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+HOSTILE_NAMES = ["a b", "c#d", "e%20f", "g?h", "i[1]", "j{x,y}", "k:l", "m+n", "*"]
+SEEDS = [3, 77]
+
+
+def _multicast(case: Path) -> list[Path]:
     # one multicast event, two copies; the second names no peer but is received at B too
     rows = [
         {"process": "A", "seq": 1, "kind": "send", "msg_id": "c0", "peer": "B"},
@@ -37,7 +47,175 @@ def test_a_second_copy_to_one_destination_is_a_duplicate_after_matching(
         {"process": "C", "seq": 1, "kind": "receive", "msg_id": "c2", "peer": "A"},
         {"process": "B", "seq": 3, "kind": "internal"},
     ]
-    events, messages, quarantine = _collect(ingest_paths(spark, [write_jsonl(tmp_path / "m.jsonl", rows)]))
+    return [write_jsonl(case / "multicast.jsonl", rows)]
+
+
+def _file_order(case: Path) -> list[Path]:
+    for name, labels in (("a.jsonl", ["a1", "a2", "a3"]), ("b.jsonl", ["b1", "b2", "b3"])):
+        write_jsonl(
+            case / name,
+            [{"trace_id": "order", "process": "p", "kind": "internal", "label": x} for x in labels],
+        )
+    return [case]
+
+
+def _seed_files(seed: int) -> list[tuple[list[str], str]]:
+    """12 files of three traces (named by the seed) spread over them, with corruptions."""
+    rng = random.Random(seed)
+    files: list[tuple[list[str], str]] = []
+    for i in range(12):
+        names = [f"s{seed}-t{i % 3}", f"s{seed}-t{(i + 1) % 3}"]
+        lines = [
+            r if isinstance(r, str) else json.dumps(r)
+            for r in _random_file(rng, ["p", "q", "r"], names)
+        ]
+        files.append((lines, f"f{i:02d}"))
+    return files
+
+
+def _seeded(seed: int) -> Callable[[Path], list[Path]]:
+    def write(case: Path) -> list[Path]:
+        for lines, stem in _seed_files(seed):
+            (case / f"{stem}.jsonl").write_text("\n".join(lines) + "\n")
+        return [case]
+
+    return write
+
+
+def _hostile(case: Path) -> list[Path]:
+    for i, name in enumerate(HOSTILE_NAMES):
+        write_jsonl(case / f"{name}.jsonl", [{"process": "p", "kind": "internal", "label": str(i)}])
+    return [case]
+
+
+def _default_trace(case: Path) -> list[Path]:
+    rows = [
+        {"process": "a", "seq": 1, "kind": "send", "msg_id": "m", "peer": "b"},
+        {"process": "b", "seq": 1, "kind": "receive", "msg_id": "m"},
+    ]
+    for day in ("2026-11-22", "2026-11-23"):
+        (case / "logs" / day).mkdir(parents=True)
+        write_jsonl(case / "logs" / day / "orders-service.jsonl", rows)
+    # a file given directly keeps its stem (the same file, in a folder not given)
+    (case / "direct").mkdir()
+    direct = write_jsonl(case / "direct" / "orders-service.jsonl", rows)
+    return [case / "logs", direct]
+
+
+def _other_file(case: Path) -> list[Path]:
+    row = {
+        "trace_id": "cross",
+        "process": "a",
+        "seq": 1,
+        "kind": "send",
+        "msg_id": "m",
+        "peer": "b",
+    }
+    write_jsonl(case / "1.jsonl", [row])
+    write_jsonl(case / "2.jsonl", [dict(row, seq=2)])
+    return [case]
+
+
+def _warehouse_inside(case: Path) -> list[Path]:
+    from deltalake import write_deltalake
+
+    write_jsonl(case / "t.jsonl", [{"process": "p", "kind": "internal"}])
+    write_deltalake(str(case / "warehouse" / "events"), pa.table({"process": ["x"]}))
+    write_deltalake(str(case / "other_table"), pa.table({"process": ["y"], "kind": ["local"]}))
+    return [case]
+
+
+def _bad_files(case: Path) -> list[Path]:
+    good = [{"trace_id": "good", "process": "p", "seq": 1, "kind": "internal"}]
+    write_jsonl(case / "good.jsonl", good)
+    (case / "empty.parquet").write_bytes(b"")
+    (case / "corrupt.parquet").write_bytes(b"PAR1 this is not parquet")
+    pq.write_table(
+        pa.table({"process": ["q"], "seq": [1], "kind": ["internal"]}), case / "n.parquet"
+    )
+    pq.write_table(
+        pa.table({"process": ["r"], "seq": ["1"], "kind": ["internal"]}), case / "s.parquet"
+    )
+    (case / "twice.csv").write_text("process,kind,kind\np,internal,local\n")
+    (case / "gone.jsonl").symlink_to(case / "missing-target.jsonl")
+    return [case]
+
+
+def _strict_json(case: Path) -> list[Path]:
+    path = case / "strict.jsonl"
+    ok = '{"process":"p","seq":1,"kind":"internal"}'
+    path.write_bytes(
+        "\n".join(
+            [
+                ok,
+                '{"process":"p","seq":2,"kind":"internal"} {"process":"p","seq":3,"kind":"internal"}',
+                '{"process":"p","seq":4,"kind":"internal"} trailing',
+                '{"process":"p","process":"q","seq":5,"kind":"internal"}',
+            ]
+        ).encode()
+        + b'\n{"process":"p\xff","seq":6,"kind":"internal"}\n'
+    )
+    return [path]
+
+
+def _csv_and_gzip(case: Path) -> list[Path]:
+    (case / "quoted.csv").write_text('process,seq,kind,label\np,1,internal,"say ""hi"", then go"\n')
+    with gzip.open(case / "zipped.jsonl.gz", "wt") as fh:
+        fh.write('{"process": "q", "seq": 1, "kind": "internal", "label": "zipped"}\n')
+    return [case]
+
+
+# case -> what it writes under its folder, returning the paths it gives ingest
+CASES: dict[str, Callable[[Path], list[Path]]] = {
+    "multicast": _multicast,
+    "file-order": _file_order,
+    **{f"seed-{seed}": _seeded(seed) for seed in SEEDS},
+    "hostile": _hostile,
+    "default-trace": _default_trace,
+    "other-file": _other_file,
+    "warehouse-inside": _warehouse_inside,
+    "bad-files": _bad_files,
+    "strict-json": _strict_json,
+    "csv-gzip": _csv_and_gzip,
+}
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[Path]]]:
+    """Each case's folder and the paths it gives ingest."""
+    root = tmp_path_factory.mktemp("files")
+    written = {}
+    for case, write in CASES.items():
+        (root / case).mkdir()
+        written[case] = (root / case, write(root / case))
+    return written
+
+
+@pytest.fixture(scope="module")
+def ingested(spark: SparkSession, cases: dict[str, tuple[Path, list[Path]]]) -> dict[str, Rows]:
+    """Every case in one ingest, split by the case folder each row was read from."""
+    out = ingest_paths(spark, [path for _, given in cases.values() for path in given])
+    events, messages = out.events.collect(), out.messages.collect()
+    quarantine = out.quarantine.collect()
+    split: dict[str, Rows] = {}
+    for case, (folder, _) in cases.items():
+        prefix = f"{folder}/"
+        mine_e = [e for e in events if e["source"].startswith(prefix)]
+        mine_q = [q for q in quarantine if q["source"].startswith(prefix)]
+        traces = {e["trace_id"] for e in mine_e} | {q["trace_id"] for q in mine_q}
+        mine_m = [m for m in messages if m["trace_id"] in traces]
+        split[case] = Rows(mine_e, mine_m, mine_q)
+    # every row belongs to exactly one case: the cases did not leak into each other
+    for got, everything in zip(zip(*split.values(), strict=True), (events, messages, quarantine),
+                               strict=True):  # fmt: skip
+        assert sum(len(rows) for rows in got) == len(everything)
+    return split
+
+
+def test_a_second_copy_to_one_destination_is_a_duplicate_after_matching(
+    ingested: dict[str, Rows],
+) -> None:
+    events, messages, quarantine = ingested["multicast"]
     assert sorted((q["line"], q["reason"], q["detail"]) for q in quarantine) == [
         (2, "duplicate_event", "second copy of a multicast to 'B' (same process and seq as line 1)"),
         (5, "duplicate_event",
@@ -56,14 +234,9 @@ def test_a_second_copy_to_one_destination_is_a_duplicate_after_matching(
 
 
 def test_events_of_one_process_across_files_without_seq_follow_file_order(
-    spark: SparkSession, tmp_path: Path
+    ingested: dict[str, Rows],
 ) -> None:
-    for name, labels in (("a.jsonl", ["a1", "a2", "a3"]), ("b.jsonl", ["b1", "b2", "b3"])):
-        write_jsonl(
-            tmp_path / name,
-            [{"trace_id": "t", "process": "p", "kind": "internal", "label": x} for x in labels],
-        )
-    events = ingest_paths(spark, [tmp_path]).events.collect()
+    events = ingested["file-order"].events
     assert [e["label"] for e in sorted(events, key=lambda e: e["lseq"])] == [
         "a1", "a2", "a3", "b1", "b2", "b3",
     ]  # fmt: skip
@@ -104,54 +277,32 @@ def _random_file(rng: random.Random, processes: list[str], names: list[str]) -> 
     return rows
 
 
-@pytest.mark.parametrize("seed", [3, 77])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_ingest_agrees_with_the_reference_across_files(
-    spark: SparkSession, tmp_path: Path, seed: int
+    ingested: dict[str, Rows], seed: int
 ) -> None:
-    rng = random.Random(seed)
-    files: list[tuple[list[str], str]] = []
-    for i in range(12):
-        lines = [
-            r if isinstance(r, str) else json.dumps(r)
-            for r in _random_file(rng, ["p", "q", "r"], [f"t{i % 3}", f"t{(i + 1) % 3}"])
-        ]
-        (tmp_path / f"f{i:02d}.jsonl").write_text("\n".join(lines) + "\n")
-        files.append((lines, f"f{i:02d}"))
-    out = ingest_paths(spark, [tmp_path])
-    ref = reference_ingest_files(files)
-    got_q = {
-        (int(q["source"].rsplit("/f", 1)[-1][:2]), q["line"]): q["reason"]
-        for q in out.quarantine.collect()
-    }
+    events, messages, quarantine = ingested[f"seed-{seed}"]
+    ref = reference_ingest_files(_seed_files(seed))
+    got_q = {(int(q["source"].rsplit("/f", 1)[-1][:2]), q["line"]): q["reason"] for q in quarantine}
     assert got_q == ref.quarantine, f"seed {seed}"
     got_e = {
         (e["trace_id"], e["process"], e["lseq"]): (e["kind"], e["n_msgs"], e["line"])
-        for e in out.events.collect()
+        for e in events
     }
     assert got_e == {k: (v["kind"], v["n_msgs"], v["line"]) for k, v in ref.events.items()}
     got_m = {
         (m["trace_id"], m["msg_id"]): (m["src"], m["dst"], m["send_lseq"], m["recv_lseq"], m["status"])
-        for m in out.messages.collect()
+        for m in messages
     }  # fmt: skip
     assert got_m == {
         k: (v["src"], v["dst"], v["send_lseq"], v["recv_lseq"], v["status"])
         for k, v in ref.messages.items()
     }
+    assert ref.events and ref.messages and ref.quarantine  # rows of every kind were compared
 
 
-HOSTILE_NAMES = ["a b", "c#d", "e%20f", "g?h", "i[1]", "j{x,y}", "k:l", "m+n", "*"]
-
-
-def test_file_names_are_data_not_syntax(spark: SparkSession, tmp_path: Path) -> None:
-    folder = tmp_path / "in"
-    folder.mkdir()
-    for i, name in enumerate(HOSTILE_NAMES):
-        write_jsonl(
-            folder / f"{name}.jsonl",
-            [{"process": "p", "kind": "internal", "label": str(i)}],
-        )
-    out = ingest_paths(spark, [folder])
-    events = out.events.collect()
+def test_file_names_are_data_not_syntax(ingested: dict[str, Rows]) -> None:
+    events, _, quarantine = ingested["hostile"]
     # each file once, its trace named by the file as it is
     assert sorted((e["trace_id"], e["label"]) for e in events) == sorted(
         (name, str(i)) for i, name in enumerate(HOSTILE_NAMES)
@@ -159,57 +310,44 @@ def test_file_names_are_data_not_syntax(spark: SparkSession, tmp_path: Path) -> 
     assert sorted(e["source"].rsplit("/", 1)[-1] for e in events) == sorted(
         f"{n}.jsonl" for n in HOSTILE_NAMES
     )
-    assert out.quarantine.count() == 0
+    assert quarantine == []
 
 
-def test_default_trace_is_the_path_under_the_folder_given(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    rows = [
-        {"process": "a", "seq": 1, "kind": "send", "msg_id": "m", "peer": "b"},
-        {"process": "b", "seq": 1, "kind": "receive", "msg_id": "m"},
-    ]
-    for day in ("2026-11-22", "2026-11-23"):
-        (tmp_path / "logs" / day).mkdir(parents=True)
-        write_jsonl(tmp_path / "logs" / day / "orders-service.jsonl", rows)
-    out = ingest_paths(spark, [tmp_path / "logs"])
-    assert out.quarantine.count() == 0
-    assert sorted({e["trace_id"] for e in out.events.collect()}) == [
+def test_default_trace_is_the_path_under_the_folder_given(ingested: dict[str, Rows]) -> None:
+    events, _, quarantine = ingested["default-trace"]
+    assert quarantine == []
+    assert sorted({e["trace_id"] for e in events if "/logs/" in e["source"]}) == [
         "2026-11-22/orders-service",
         "2026-11-23/orders-service",
     ]
     # a file given directly keeps its stem
-    direct = ingest_paths(spark, [tmp_path / "logs" / "2026-11-22" / "orders-service.jsonl"])
-    assert {e["trace_id"] for e in direct.events.collect()} == {"orders-service"}
+    assert {e["trace_id"] for e in events if "/direct/" in e["source"]} == {"orders-service"}
+    assert len(events) == 6
 
 
-def test_a_detail_pointing_at_another_file_names_it(spark: SparkSession, tmp_path: Path) -> None:
-    (tmp_path / "in").mkdir()
-    row = {"trace_id": "t", "process": "a", "seq": 1, "kind": "send", "msg_id": "m", "peer": "b"}
-    write_jsonl(tmp_path / "in" / "1.jsonl", [row])
-    write_jsonl(tmp_path / "in" / "2.jsonl", [dict(row, seq=2)])
-    quarantine = ingest_paths(spark, [tmp_path / "in"]).quarantine.collect()
-    given = str(tmp_path / "in")
+def test_a_detail_pointing_at_another_file_names_it(
+    ingested: dict[str, Rows], cases: dict[str, tuple[Path, list[Path]]]
+) -> None:
+    quarantine = ingested["other-file"].quarantine
+    given = str(cases["other-file"][0])
     assert [(q["source"], q["line"], q["detail"]) for q in quarantine] == [
         (f"{given}/2.jsonl", 1, f"second send of msg_id 'm' (the first is line 1 of {given}/1.jsonl)")
     ]  # fmt: skip
 
 
 def test_a_warehouse_inside_the_input_folder_is_not_read(
-    spark: SparkSession, tmp_path: Path
+    ingested: dict[str, Rows], cases: dict[str, tuple[Path, list[Path]]]
 ) -> None:
-    from deltalake import write_deltalake
-
-    write_jsonl(tmp_path / "t.jsonl", [{"process": "p", "kind": "internal"}])
-    write_deltalake(str(tmp_path / "warehouse" / "events"), pa.table({"process": ["x"]}))
-    write_deltalake(str(tmp_path / "other_table"), pa.table({"process": ["y"], "kind": ["local"]}))
-    inputs = discover_inputs(
-        [str(tmp_path)], IngestSettings(), exclude=[str(tmp_path / "warehouse")]
-    )
+    folder = cases["warehouse-inside"][0]
+    inputs = discover_inputs([str(folder)], IngestSettings(), exclude=[str(folder / "warehouse")])
     assert [f.shown.rsplit("/", 1)[-1] for f in inputs.files] == ["t.jsonl"]
     skipped = {Path(s.path).name: s.why for s in inputs.skipped}
     assert "warehouse" in skipped["warehouse"] and "Delta table" in skipped["other_table"]
-    assert ingest_paths(spark, [tmp_path]).events.count() == 1
+    # ingest given the folder (no exclusion): the Delta tables in it are not read either
+    assert [(e["trace_id"], e["process"]) for e in ingested["warehouse-inside"].events] == [
+        ("t", "p")
+    ]
+    assert ingested["warehouse-inside"].quarantine == []
 
 
 def test_files_no_reader_takes_are_listed(tmp_path: Path) -> None:
@@ -228,21 +366,11 @@ def test_files_no_reader_takes_are_listed(tmp_path: Path) -> None:
 
 
 def test_each_bad_file_is_one_quarantine_row_and_the_rest_is_read(
-    spark: SparkSession, tmp_path: Path
+    ingested: dict[str, Rows],
 ) -> None:
-    folder = tmp_path / "in"
-    folder.mkdir()
-    good = [{"trace_id": "t", "process": "p", "seq": 1, "kind": "internal"}]
-    write_jsonl(folder / "good.jsonl", good)
-    (folder / "empty.parquet").write_bytes(b"")
-    (folder / "corrupt.parquet").write_bytes(b"PAR1 this is not parquet")
-    pq.write_table(pa.table({"process": ["q"], "seq": [1], "kind": ["internal"]}), folder / "n.parquet")
-    pq.write_table(pa.table({"process": ["r"], "seq": ["1"], "kind": ["internal"]}), folder / "s.parquet")
-    (folder / "twice.csv").write_text("process,kind,kind\np,internal,local\n")
-    (folder / "gone.jsonl").symlink_to(folder / "missing-target.jsonl")
-    out = ingest_paths(spark, [folder])
+    events, _, rows = ingested["bad-files"]
     quarantine = sorted((q["source"].rsplit("/", 1)[-1], q["line"], q["reason"], q["detail"])
-                        for q in out.quarantine.collect())  # fmt: skip
+                        for q in rows)  # fmt: skip
     assert [(name, line, reason) for name, line, reason, _ in quarantine] == [
         ("corrupt.parquet", 0, "malformed"),
         ("empty.parquet", 0, "malformed"),
@@ -254,25 +382,12 @@ def test_each_bad_file_is_one_quarantine_row_and_the_rest_is_read(
     assert details["empty.parquet"].startswith("not a readable Parquet file")
     assert "cannot be read" in details["gone.jsonl"]
     # the two Parquet files disagree on seq's type: both are read
-    assert sorted(e["process"] for e in out.events.collect()) == ["p", "q", "r"]
+    assert sorted(e["process"] for e in events) == ["p", "q", "r"]
 
 
-def test_json_lines_are_read_strictly(spark: SparkSession, tmp_path: Path) -> None:
-    path = tmp_path / "t.jsonl"
-    ok = '{"process":"p","seq":1,"kind":"internal"}'
-    path.write_bytes(
-        "\n".join(
-            [
-                ok,
-                '{"process":"p","seq":2,"kind":"internal"} {"process":"p","seq":3,"kind":"internal"}',
-                '{"process":"p","seq":4,"kind":"internal"} trailing',
-                '{"process":"p","process":"q","seq":5,"kind":"internal"}',
-            ]
-        ).encode()
-        + b'\n{"process":"p\xff","seq":6,"kind":"internal"}\n'
-    )
-    out = ingest_paths(spark, [path])
-    got = sorted((q["line"], q["detail"]) for q in out.quarantine.collect())
+def test_json_lines_are_read_strictly(ingested: dict[str, Rows]) -> None:
+    events, _, quarantine = ingested["strict-json"]
+    got = sorted((q["line"], q["detail"]) for q in quarantine)
     more = "more than one JSON object on the line (a second object or trailing text)"
     assert got == [
         (2, more),
@@ -280,17 +395,12 @@ def test_json_lines_are_read_strictly(spark: SparkSession, tmp_path: Path) -> No
         (4, "a field is given twice in one object"),
         (5, "not valid UTF-8"),
     ]
-    assert out.events.count() == 1
+    assert len(events) == 1
 
 
-def test_csv_doubled_quotes_and_gzip_are_read(spark: SparkSession, tmp_path: Path) -> None:
-    (tmp_path / "t.csv").write_text(
-        'process,seq,kind,label\np,1,internal,"say ""hi"", then go"\n'
-    )
-    with gzip.open(tmp_path / "u.jsonl.gz", "wt") as fh:
-        fh.write('{"process": "q", "seq": 1, "kind": "internal", "label": "zipped"}\n')
-    out = ingest_paths(spark, [tmp_path])
-    assert sorted((e["trace_id"], e["label"]) for e in out.events.collect()) == [
-        ("t", 'say "hi", then go'),
-        ("u", "zipped"),
+def test_csv_doubled_quotes_and_gzip_are_read(ingested: dict[str, Rows]) -> None:
+    events = ingested["csv-gzip"].events
+    assert sorted((e["trace_id"], e["label"]) for e in events) == [
+        ("quoted", 'say "hi", then go'),
+        ("zipped", "zipped"),
     ]

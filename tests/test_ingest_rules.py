@@ -1,11 +1,15 @@
-"""Each rule of DESIGN §1 on a tiny inline input, and ingest against a brute-force reference."""
+"""Each rule of DESIGN §1 on a tiny inline input, and ingest against a brute-force reference.
+
+Every case is its own file (its own trace, named by a distinct stem or trace_id), and
+all of them are ingested together once per module: a test reads its case's rows, picked
+by the file or folder it wrote, and the module checks that no row lands outside a case."""
 
 from __future__ import annotations
 
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from pyspark.sql import SparkSession
@@ -14,21 +18,118 @@ from tests.helpers import ingest_paths, write_jsonl
 from tests.reference_ingest import reference_ingest
 
 
-def _run(spark: SparkSession, tmp_path: Path, rows: list[Any], name: str = "t.jsonl"):
-    path = write_jsonl(tmp_path / name, rows)
-    out = ingest_paths(spark, [path])
-    return out.events.collect(), out.messages.collect(), out.quarantine.collect()
+class Rows(NamedTuple):
+    events: list[Any]
+    messages: list[Any]
+    quarantine: list[Any]
 
 
-def test_kind_aliases_are_case_insensitive(spark: SparkSession, tmp_path: Path) -> None:
-    rows = [
-        {"process": "a", "seq": 1, "kind": "SND", "msg_id": "m", "peer": "b"},
-        {"process": "a", "seq": 2, "kind": "Local"},
-        {"process": "b", "seq": 1, "kind": "Deliver", "msg_id": "m", "peer": "a"},
-        {"process": "b", "seq": 2, "kind": "rcv", "msg_id": "n"},
-        {"process": "b", "seq": 3, "kind": "RECV", "msg_id": "o"},
-    ]
-    events, _, quarantine = _run(spark, tmp_path, rows)
+# case -> (file name, rows); the rows of each case are those of the test that reads it
+CASES: dict[str, tuple[str, list[Any]]] = {
+    "aliases": (
+        "aliases.jsonl",
+        [
+            {"process": "a", "seq": 1, "kind": "SND", "msg_id": "m", "peer": "b"},
+            {"process": "a", "seq": 2, "kind": "Local"},
+            {"process": "b", "seq": 1, "kind": "Deliver", "msg_id": "m", "peer": "a"},
+            {"process": "b", "seq": 2, "kind": "rcv", "msg_id": "n"},
+            {"process": "b", "seq": 3, "kind": "RECV", "msg_id": "o"},
+        ],
+    ),
+    "defaults": (
+        "run-42.jsonl",
+        [
+            {"process": "b", "kind": "internal"},
+            {"process": "a", "kind": "send", "msg_id": "m", "peer": "b"},
+            "",
+            {"process": "b", "kind": "receive", "msg_id": "m"},
+        ],
+    ),
+    "timestamps": (
+        "timestamps.jsonl",
+        [
+            {"process": "a", "seq": 1, "kind": "internal", "ts": "1970-01-01T00:00:10Z"},
+            {"process": "a", "seq": 2, "kind": "internal", "ts": "1970-01-01T01:00:10.5+01:00"},
+            {"process": "a", "seq": 3, "kind": "internal", "ts": "1970-01-01 00:00:12"},
+            {"process": "a", "seq": 4, "kind": "internal", "ts": 13.25},
+            {"process": "a", "seq": 5, "kind": "internal", "ts": "14"},
+            {"process": "a", "seq": 6, "kind": "internal", "ts": "yesterday"},
+        ],
+    ),
+    "malformed": (
+        "malformed.jsonl",
+        [
+            {"process": "a", "seq": 1, "kind": "internal"},
+            {"process": "a", "kind": "internal"},
+            {"process": "a", "seq": "two", "kind": "internal"},
+            {"process": "a", "seq": 3, "kind": "send", "peer": "b"},
+            {"process": {"x": 1}, "seq": 4, "kind": "internal"},
+            {"process": "a", "seq": 5, "kind": "internal", "size_bytes": -1},
+            {"process": "a", "seq": 6},
+            "[1, 2]",
+        ],
+    ),
+    "duplicates": (
+        "duplicates.jsonl",
+        [
+            {"process": "a", "seq": 1, "kind": "send", "msg_id": "m1", "peer": "b"},
+            {"process": "a", "seq": 1, "kind": "send", "msg_id": "m2", "peer": "c"},
+            {"process": "a", "seq": 1, "kind": "send", "msg_id": "m3", "peer": "b"},  # same dst
+            {"process": "a", "seq": 2, "kind": "internal"},
+            {"process": "a", "seq": 2, "kind": "internal"},  # not a multicast
+            {"process": "a", "seq": 3, "kind": "receive", "msg_id": "x"},
+            {"process": "a", "seq": 3, "kind": "send", "msg_id": "m4", "peer": "b"},  # recv leads
+        ],
+    ),
+    "peers": (
+        "peers.jsonl",
+        [
+            {"process": "a", "seq": 1, "kind": "send", "msg_id": "m1", "peer": "b"},
+            {"process": "c", "seq": 1, "kind": "receive", "msg_id": "m1", "peer": "a"},
+            {"process": "a", "seq": 2, "kind": "send", "msg_id": "m2"},
+            {"process": "b", "seq": 1, "kind": "receive", "msg_id": "m2", "peer": "z"},
+            {"process": "a", "seq": 3, "kind": "send", "msg_id": "m3", "peer": "b"},
+            {"process": "b", "seq": 2, "kind": "receive", "msg_id": "m3"},
+        ],
+    ),
+}
+SEEDS = [11, 2024]
+
+
+@pytest.fixture(scope="module")
+def ingested(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Rows]:
+    """Every case (and each seed's folder of random traces) in one ingest, split by case."""
+    root = tmp_path_factory.mktemp("rules")
+    given: list[Path] = []
+    for case, (name, rows) in CASES.items():
+        (root / case).mkdir()
+        given.append(write_jsonl(root / case / name, rows))
+    for seed in SEEDS:
+        folder = root / f"seed-{seed}"
+        folder.mkdir()
+        for name, lines in _random_files(seed).items():
+            (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+        given.append(folder)
+    out = ingest_paths(spark, given)
+    events, messages = out.events.collect(), out.messages.collect()
+    quarantine = out.quarantine.collect()
+    split: dict[str, Rows] = {}
+    for case in [*CASES, *(f"seed-{seed}" for seed in SEEDS)]:
+        prefix = f"{root / case}/"
+        mine_e = [e for e in events if e["source"].startswith(prefix)]
+        mine_q = [q for q in quarantine if q["source"].startswith(prefix)]
+        traces = {e["trace_id"] for e in mine_e} | {q["trace_id"] for q in mine_q}
+        mine_m = [m for m in messages if m["trace_id"] in traces]
+        split[case] = Rows(mine_e, mine_m, mine_q)
+    # every row belongs to exactly one case: the cases did not leak into each other
+    for got, everything in zip(zip(*split.values(), strict=True), (events, messages, quarantine),
+                               strict=True):  # fmt: skip
+        assert sum(len(rows) for rows in got) == len(everything)
+    return split
+
+
+def test_kind_aliases_are_case_insensitive(ingested: dict[str, Rows]) -> None:
+    events, _, quarantine = ingested["aliases"]
     assert quarantine == []
     assert sorted((e["process"], e["lseq"], e["kind"]) for e in events) == [
         ("a", 1, "send"),
@@ -39,16 +140,8 @@ def test_kind_aliases_are_case_insensitive(spark: SparkSession, tmp_path: Path) 
     ]
 
 
-def test_trace_defaults_to_file_stem_and_seq_to_file_order(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    rows = [
-        {"process": "b", "kind": "internal"},
-        {"process": "a", "kind": "send", "msg_id": "m", "peer": "b"},
-        "",
-        {"process": "b", "kind": "receive", "msg_id": "m"},
-    ]
-    events, messages, quarantine = _run(spark, tmp_path, rows, name="run-42.jsonl")
+def test_trace_defaults_to_file_stem_and_seq_to_file_order(ingested: dict[str, Rows]) -> None:
+    events, messages, quarantine = ingested["defaults"]
     assert quarantine == []
     assert {e["trace_id"] for e in events} == {"run-42"}
     assert sorted((e["process"], e["lseq"], e["kind"], e["line"], e["seq"]) for e in events) == [
@@ -61,16 +154,8 @@ def test_trace_defaults_to_file_stem_and_seq_to_file_order(
     ]
 
 
-def test_iso_and_numeric_timestamps(spark: SparkSession, tmp_path: Path) -> None:
-    rows = [
-        {"process": "a", "seq": 1, "kind": "internal", "ts": "1970-01-01T00:00:10Z"},
-        {"process": "a", "seq": 2, "kind": "internal", "ts": "1970-01-01T01:00:10.5+01:00"},
-        {"process": "a", "seq": 3, "kind": "internal", "ts": "1970-01-01 00:00:12"},
-        {"process": "a", "seq": 4, "kind": "internal", "ts": 13.25},
-        {"process": "a", "seq": 5, "kind": "internal", "ts": "14"},
-        {"process": "a", "seq": 6, "kind": "internal", "ts": "yesterday"},
-    ]
-    events, _, quarantine = _run(spark, tmp_path, rows)
+def test_iso_and_numeric_timestamps(ingested: dict[str, Rows]) -> None:
+    events, _, quarantine = ingested["timestamps"]
     assert sorted((e["lseq"], e["ts"]) for e in events) == [
         (1, 10.0),
         (2, 10.5),
@@ -83,18 +168,8 @@ def test_iso_and_numeric_timestamps(spark: SparkSession, tmp_path: Path) -> None
     ]
 
 
-def test_malformed_rows_say_what_is_wrong(spark: SparkSession, tmp_path: Path) -> None:
-    rows = [
-        {"process": "a", "seq": 1, "kind": "internal"},
-        {"process": "a", "kind": "internal"},
-        {"process": "a", "seq": "two", "kind": "internal"},
-        {"process": "a", "seq": 3, "kind": "send", "peer": "b"},
-        {"process": {"x": 1}, "seq": 4, "kind": "internal"},
-        {"process": "a", "seq": 5, "kind": "internal", "size_bytes": -1},
-        {"process": "a", "seq": 6},
-        "[1, 2]",
-    ]
-    _, _, quarantine = _run(spark, tmp_path, rows)
+def test_malformed_rows_say_what_is_wrong(ingested: dict[str, Rows]) -> None:
+    quarantine = ingested["malformed"].quarantine
     got = {q["line"]: (q["reason"], q["detail"]) for q in quarantine}
     assert got == {
         2: ("malformed", "missing seq (other rows of this file have one)"),
@@ -107,17 +182,8 @@ def test_malformed_rows_say_what_is_wrong(spark: SparkSession, tmp_path: Path) -
     }
 
 
-def test_duplicate_events_and_multicast_copies(spark: SparkSession, tmp_path: Path) -> None:
-    rows = [
-        {"process": "a", "seq": 1, "kind": "send", "msg_id": "m1", "peer": "b"},
-        {"process": "a", "seq": 1, "kind": "send", "msg_id": "m2", "peer": "c"},
-        {"process": "a", "seq": 1, "kind": "send", "msg_id": "m3", "peer": "b"},  # same destination
-        {"process": "a", "seq": 2, "kind": "internal"},
-        {"process": "a", "seq": 2, "kind": "internal"},  # not a multicast
-        {"process": "a", "seq": 3, "kind": "receive", "msg_id": "x"},
-        {"process": "a", "seq": 3, "kind": "send", "msg_id": "m4", "peer": "b"},  # receive leads
-    ]
-    events, messages, quarantine = _run(spark, tmp_path, rows)
+def test_duplicate_events_and_multicast_copies(ingested: dict[str, Rows]) -> None:
+    events, messages, quarantine = ingested["duplicates"]
     assert sorted((q["line"], q["reason"]) for q in quarantine) == [
         (3, "duplicate_event"),
         (5, "duplicate_event"),
@@ -132,17 +198,9 @@ def test_duplicate_events_and_multicast_copies(spark: SparkSession, tmp_path: Pa
 
 
 def test_peer_mismatch_quarantines_the_receive_and_leaves_the_message_in_flight(
-    spark: SparkSession, tmp_path: Path
+    ingested: dict[str, Rows],
 ) -> None:
-    rows = [
-        {"process": "a", "seq": 1, "kind": "send", "msg_id": "m1", "peer": "b"},
-        {"process": "c", "seq": 1, "kind": "receive", "msg_id": "m1", "peer": "a"},
-        {"process": "a", "seq": 2, "kind": "send", "msg_id": "m2"},
-        {"process": "b", "seq": 1, "kind": "receive", "msg_id": "m2", "peer": "z"},
-        {"process": "a", "seq": 3, "kind": "send", "msg_id": "m3", "peer": "b"},
-        {"process": "b", "seq": 2, "kind": "receive", "msg_id": "m3"},
-    ]
-    events, messages, quarantine = _run(spark, tmp_path, rows)
+    events, messages, quarantine = ingested["peers"]
     assert sorted((q["line"], q["reason"], q["detail"]) for q in quarantine) == [
         (2, "peer_mismatch", "msg_id 'm1' was sent to 'b' but received by 'c'"),
         (4, "peer_mismatch", "msg_id 'm2' was sent by 'a' but the receive names peer 'z'"),
@@ -236,24 +294,25 @@ def _random_trace(rng: random.Random, trace: str) -> list[Any]:
     return corrupted
 
 
-@pytest.mark.parametrize("seed", [11, 2024])
-def test_ingest_agrees_with_reference_on_random_traces(
-    spark: SparkSession, tmp_path: Path, seed: int
-) -> None:
+def _random_files(seed: int) -> dict[str, list[str]]:
+    """40 files of random traces with corruptions; trace ids name the seed (one ingest)."""
     rng = random.Random(seed)
     files: dict[str, list[str]] = {}
     for t in range(40):
-        rows = _random_trace(rng, f"t{t}")
-        lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
-        files[f"f{t}"] = lines
-        (tmp_path / f"f{t}.jsonl").write_text("\n".join(lines) + "\n")
-    out = ingest_paths(spark, [tmp_path])
-    got_q = {
-        (q["source"].rsplit("/", 1)[-1], q["line"]): q["reason"] for q in out.quarantine.collect()
-    }
+        rows = _random_trace(rng, f"s{seed}-t{t}")
+        files[f"f{t}"] = [r if isinstance(r, str) else json.dumps(r) for r in rows]
+    return files
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ingest_agrees_with_reference_on_random_traces(
+    ingested: dict[str, Rows], seed: int
+) -> None:
+    events, messages, quarantine = ingested[f"seed-{seed}"]
+    got_q = {(q["source"].rsplit("/", 1)[-1], q["line"]): q["reason"] for q in quarantine}
     got_e = {
         (e["trace_id"], e["process"], e["lseq"]): (e["kind"], e["n_msgs"], e["line"])
-        for e in out.events.collect()
+        for e in events
     }
     got_m = {
         (m["trace_id"], m["msg_id"]): (
@@ -263,12 +322,12 @@ def test_ingest_agrees_with_reference_on_random_traces(
             m["recv_lseq"],
             m["status"],
         )
-        for m in out.messages.collect()
+        for m in messages
     }
     want_q: dict[tuple[str, int], str] = {}
     want_e: dict[tuple[str, str, int], tuple[str, int, int]] = {}
     want_m: dict[tuple[str, str], tuple[Any, ...]] = {}
-    for name, lines in files.items():
+    for name, lines in _random_files(seed).items():
         ref = reference_ingest(lines, name)
         want_q.update({(f"{name}.jsonl", line): r for line, r in ref.quarantine.items()})
         want_e.update({k: (v["kind"], v["n_msgs"], v["line"]) for k, v in ref.events.items()})
@@ -281,3 +340,4 @@ def test_ingest_agrees_with_reference_on_random_traces(
     assert got_q == want_q, f"seed {seed}"
     assert got_e == want_e, f"seed {seed}"
     assert got_m == want_m, f"seed {seed}"
+    assert want_e and want_m and want_q  # the reference found rows of every kind
