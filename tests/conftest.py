@@ -17,13 +17,24 @@ from pyspark.sql import SparkSession
 
 from causal_spark.app.session import build_session
 from causal_spark.config import Config, load_config
+from tests import jvm
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data-samples"
 
-# Spark defaults for short-lived test drivers (tests/spark-conf/spark-defaults.conf: C1 JIT,
-# no code generation), read by this process's session and inherited by every subprocess
-os.environ.setdefault("SPARK_CONF_DIR", str(ROOT / "tests" / "spark-conf"))
+ARCHIVE = "CAUSAL_SPARK_TESTS_CDS"  # the controller tells the xdist workers where it is
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The JVM settings of the run (tests/jvm.py), inherited by every subprocess."""
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        found = None if config.option.collectonly else jvm.class_archive(ROOT)
+        os.environ[ARCHIVE] = str(found or "")
+    os.environ["SPARK_SUBMIT_OPTS"] = jvm.subprocess_options(_archive())
+
+
+def _archive() -> Path | None:
+    return Path(os.environ[ARCHIVE]) if os.environ.get(ARCHIVE) else None
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -48,13 +59,17 @@ def spark(config: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     conf["spark.sql.warehouse.dir"] = str(scratch / "spark-warehouse")
     conf["spark.checkpoint.dir"] = str(scratch / "checkpoints")
     conf["spark.local.dir"] = str(scratch / "local")
-    # this driver lives for the whole run: give it the JIT's optimising tier, which the
-    # short-lived drivers of tests/spark-conf go without (warm ingest of data-samples/
-    # 14 s with C1 only, 10 s with C2)
-    conf["spark.driver.extraJavaOptions"] = "-XX:+TieredCompilation"
-    session = build_session(
-        type(settings)(master=settings.master, app_name=settings.app_name, conf=conf)
-    )
+    # this driver lives for the whole run: it keeps the JIT's optimising tier, which the
+    # short-lived drivers go without (a warm ingest of data-samples/: 14 s with C1 only,
+    # 10 s with C2); its JVM reads the options when it starts, here
+    short_lived = os.environ["SPARK_SUBMIT_OPTS"]
+    os.environ["SPARK_SUBMIT_OPTS"] = jvm.worker_options(_archive())
+    try:
+        session = build_session(
+            type(settings)(master=settings.master, app_name=settings.app_name, conf=conf)
+        )
+    finally:
+        os.environ["SPARK_SUBMIT_OPTS"] = short_lived
     yield session
     session.stop()
 
