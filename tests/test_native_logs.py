@@ -5,7 +5,6 @@ file's reader by extension and content, every row is analysed or quarantined, an
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from pyspark.sql import SparkSession
 from causal_spark.app.cli import main
 from causal_spark.config import ConfigError, config_from_mapping
 from tests.conftest import ROOT
-from tests.test_cli import BIN, _env
 
 REAL = Path("tests") / "data" / "real-logs"
 LOGS = {
@@ -60,14 +58,16 @@ def test_real_logs_of_three_formats_ingest_with_one_command(
     assert messages.num_rows > 0
 
 
-def test_a_forced_reader_that_does_not_exist_is_a_usage_error() -> None:
-    done = subprocess.run(
-        [str(BIN / "causal-spark"), "ingest", str(LOGS["shiviz"]), "--warehouse", "w",
-         "--format", "syslog"],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 2
-    assert "invalid choice: 'syslog'" in done.stderr
+def test_a_forced_reader_that_does_not_exist_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the command line's own parser, in this process: it stops before any Spark starts
+    # (tests/test_cli.py runs the installed `causal-spark` for its usage errors)
+    with pytest.raises(SystemExit) as stopped:
+        main(["ingest", str(LOGS["shiviz"]), "--warehouse", "w", "--format", "syslog"])
+    assert stopped.value.code == 2
+    assert "invalid choice: 'syslog'" in capsys.readouterr().err
+    assert not (ROOT / "w").exists()
 
 
 def test_span_process_is_checked_in_the_configuration() -> None:

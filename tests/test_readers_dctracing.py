@@ -19,9 +19,35 @@ ECHO = REAL / "dctracing" / "echo_trace_log.jsonl"
 ECHO_SHIVIZ = REAL / "shiviz" / "echo_trace_log_shiviz.log"
 
 
+def _corrupted_echo(folder: Path) -> Path:
+    """ECHO with one recorded clock changed: line 8, where echo_server receives client1's
+    token ({"client1":5,"echo_server":3}), now records client1 at 4."""
+    lines = ECHO.read_text().splitlines()
+    record = json.loads(lines[7])
+    assert record["Tag"] == "ReceiveTokenTrace"
+    record["VectorClock"]["client1"] = 4
+    lines[7] = json.dumps(record)
+    path = folder / "corrupt.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 @pytest.fixture(scope="module")
-def echo_rows(spark: SparkSession) -> list[dict[str, Any]]:
-    return collect(dctracing.read(spark, [str(ECHO)], ReaderOptions()))
+def echo_reads(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[dict[str, Any]]]:
+    """ECHO and its corrupted copy in one read (each file is its own trace): name -> rows."""
+    corrupt = _corrupted_echo(tmp_path_factory.mktemp("dctracing"))
+    rows = collect(dctracing.read(spark, [str(ECHO), str(corrupt)], ReaderOptions()))
+    by_file: dict[str, list[dict[str, Any]]] = {ECHO.name: [], corrupt.name: []}
+    for row in rows:
+        by_file[Path(row["source"]).name].append(row)
+    return by_file
+
+
+@pytest.fixture(scope="module")
+def echo_rows(echo_reads: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return echo_reads[ECHO.name]
 
 
 def _endpoints(rows: list[dict[str, Any]]) -> set[tuple[str, int, str, int]]:
@@ -122,17 +148,11 @@ def test_bad_records_are_rejected_with_reasons_and_counted(
 
 
 def test_a_corrupted_recorded_clock_is_kept_as_written_and_differs_only_there(
-    spark: SparkSession, tmp_path: Path
+    echo_reads: dict[str, list[dict[str, Any]]],
 ) -> None:
-    lines = ECHO.read_text().splitlines()
-    # line 8: echo_server receives client1's token: {"client1":5,"echo_server":3}
-    record = json.loads(lines[7])
-    assert record["Tag"] == "ReceiveTokenTrace"
-    record["VectorClock"]["client1"] = 4
-    lines[7] = json.dumps(record)
-    path = tmp_path / "corrupt.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    rows = collect(dctracing.read(spark, [str(path)], ReaderOptions()))
+    # read beside ECHO (echo_reads); line 8's clock names client1's event 4, not 5
+    rows = echo_reads["corrupt.jsonl"]
+    assert [r["recorded_vc"] for r in rows if r["line"] == 8] == [{"client1": 4, "echo_server": 3}]
     assert all(r["parse_error"] is None for r in rows)
     computed = log_units(vector_clocks(rows))
     mismatches = [

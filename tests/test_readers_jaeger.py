@@ -45,9 +45,14 @@ def _id(n: int) -> str:
 
 @pytest.fixture(scope="module")
 def orders_rows(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
+    """Rows of ORDERS by `span_process` mode, and of SAMPLE (`sample`): SAMPLE is read in
+    the same read as ORDERS by instance (another file, another trace: nothing to pair)."""
+    both = collect(jaeger.read(spark, [str(ORDERS), str(SAMPLE)], ReaderOptions()))
+    assert {r["source"] for r in both} == {str(ORDERS), str(SAMPLE)}
     return {
-        mode: collect(jaeger.read(spark, [str(ORDERS)], ReaderOptions(span_process=mode)))
-        for mode in ("instance", "span")
+        "instance": [r for r in both if r["source"] == str(ORDERS)],
+        "sample": [r for r in both if r["source"] == str(SAMPLE)],
+        "span": collect(jaeger.read(spark, [str(ORDERS)], ReaderOptions(span_process="span"))),
     }
 
 
@@ -105,8 +110,8 @@ def test_hand_made_export_by_span(orders_rows: dict[str, list[dict[str, Any]]]) 
     assert len(events_of(rows)) == 29
 
 
-def test_real_export_of_jaeger_query(spark: SparkSession) -> None:
-    rows = collect(jaeger.read(spark, [str(SAMPLE)], ReaderOptions()))
+def test_real_export_of_jaeger_query(orders_rows: dict[str, list[dict[str, Any]]]) -> None:
+    rows = orders_rows["sample"]
     assert all(r["parse_error"] is None for r in rows)
     # one process (hostname tag), two spans, the child on its parent's process: no message
     assert {r["process"] for r in rows} == {"jaeger-query@simple-streaming-query-66f49db66-8x9hd"}

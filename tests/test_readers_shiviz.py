@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from chispa import assert_df_equality
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark.io.readers import shiviz
@@ -45,16 +45,41 @@ README_COUNTS = [
 UNMATCHED_LINES = {"voldemort.log": [293, 585, 877, 1161, 1445]}
 
 
+BAD_NAME, MULTI_NAME = "bad.log", "multi.log"
+
+
 @pytest.fixture(scope="module")
-def real_rows(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
-    """Every real ShiViz log read once: file name -> its rows (the logs with ShiViz's
-    default regex in one read, voldemort.log with its own)."""
+def shiviz_reads(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[DataFrame, dict[str, list[dict[str, Any]]]]:
+    """Every real ShiViz log read once (the logs with ShiViz's default regex in one read,
+    voldemort.log with its own), the hand-made BAD_LOG and MULTI_LOG in the default
+    regex's read beside them (each file is its own trace): (that read's rows, checkpointed,
+    and file name -> rows)."""
+    folder = tmp_path_factory.mktemp("shiviz")
+    (folder / BAD_NAME).write_text(BAD_LOG)
+    (folder / MULTI_NAME).write_text(MULTI_LOG)
     by_file: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in README_COUNTS}
+    by_file |= {BAD_NAME: [], MULTI_NAME: []}
+    default: DataFrame | None = None
     for regex in {regex for _, regex, *_ in README_COUNTS}:
         files = [str(REAL / name) for name, r, *_ in README_COUNTS if r == regex]
-        for row in collect(shiviz.read(spark, files, ReaderOptions(shiviz_regex=regex))):
+        if regex is None:
+            files += [str(folder / BAD_NAME), str(folder / MULTI_NAME)]
+        frame = shiviz.read(spark, files, ReaderOptions(shiviz_regex=regex)).localCheckpoint()
+        if regex is None:
+            default = frame
+        for row in collect(frame):
             by_file[Path(row["source"]).name].append(row)
-    return by_file
+    assert default is not None
+    return default, by_file
+
+
+@pytest.fixture(scope="module")
+def real_rows(
+    shiviz_reads: tuple[DataFrame, dict[str, list[dict[str, Any]]]],
+) -> dict[str, list[dict[str, Any]]]:
+    return shiviz_reads[1]
 
 
 def _messages(rows: list[dict[str, Any]]) -> set[tuple[str, int, str, int]]:
@@ -141,16 +166,21 @@ def test_chord_has_the_two_crossing_messages(real_rows: dict[str, list[dict[str,
     assert crossing
 
 
-@pytest.mark.parametrize("name", ["RpcClientServer.log", "echo_trace_log_shiviz.log"])
 def test_rows_pass_todays_ingest_without_quarantine(
-    spark: SparkSession, real_rows: dict[str, list[dict[str, Any]]], name: str
+    spark: SparkSession, real_rows: dict[str, list[dict[str, Any]]]
 ) -> None:
-    rows = real_rows[name]
-    tables = ingest_files(spark, [str(REAL / name)])
+    # both logs in one ingest (each file is its own trace, named by its stem)
+    names = ["RpcClientServer.log", "echo_trace_log_shiviz.log"]
+    tables = ingest_files(spark, [str(REAL / name) for name in names])
     assert tables.quarantine.count() == 0
-    assert tables.events.count() == len({(r["process"], r["seq"], r["sub"]) for r in rows})
-    statuses = Counter(r["status"] for r in tables.messages.collect())
-    assert statuses == {"delivered": len(_messages(rows))}
+    events = Counter(r["trace_id"] for r in tables.events.select("trace_id").collect())
+    statuses = Counter((r["trace_id"], r["status"]) for r in tables.messages.collect())
+    assert set(events) == {Path(name).stem for name in names}
+    for name in names:
+        rows, trace = real_rows[name], Path(name).stem
+        assert events[trace] == len({(r["process"], r["seq"], r["sub"]) for r in rows})
+        assert {s for t, s in statuses if t == trace} == {"delivered"}
+        assert statuses[(trace, "delivered")] == len(_messages(rows))
 
 
 def _write(tmp_path: Path, name: str, text: str) -> str:
@@ -182,10 +212,9 @@ this line matches nothing
 
 
 def test_bad_clocks_and_unmatched_text_are_rejected_with_reasons(
-    spark: SparkSession, tmp_path: Path
+    real_rows: dict[str, list[dict[str, Any]]],
 ) -> None:
-    path = _write(tmp_path, "bad.log", BAD_LOG)
-    rows = collect(shiviz.read(spark, [path], ReaderOptions()))
+    rows = real_rows[BAD_NAME]  # read with the real logs (shiviz_reads)
     rejects = {r["line"]: (r["parse_reason"], r["parse_error"]) for r in rows if r["parse_error"]}
     assert {line: reason for line, (reason, _) in rejects.items()} == {
         7: "bad_clock",
@@ -214,18 +243,22 @@ def test_bad_clocks_and_unmatched_text_are_rejected_with_reasons(
     assert len(rows) == 10
 
 
+MULTI_LOG = (
+    'a {"a":1}\na sends\n'
+    'b {"b":1}\nb sends\n'
+    'c {"c":1, "a":1, "b":1}\nc receives both, then sends\n'
+    'a {"a":2, "c":1, "b":1}\na receives from c\n'
+    'b {"b":2, "c":1, "a":1}\nb receives from c\n'
+)
+
+
 def test_an_event_that_receives_twice_and_sends_becomes_three_events(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, shiviz_reads: tuple[DataFrame, dict[str, list[dict[str, Any]]]]
 ) -> None:
-    text = (
-        'a {"a":1}\na sends\n'
-        'b {"b":1}\nb sends\n'
-        'c {"c":1, "a":1, "b":1}\nc receives both, then sends\n'
-        'a {"a":2, "c":1, "b":1}\na receives from c\n'
-        'b {"b":2, "c":1, "a":1}\nb receives from c\n'
-    )
-    path = _write(tmp_path, "multi.log", text)
-    rows = shiviz.read(spark, [path], ReaderOptions()).where(F.col("process") == "c")
+    # MULTI_LOG was read with the real logs (shiviz_reads): its rows are the file's
+    frame, by_file = shiviz_reads
+    multi = F.element_at(F.split(F.col("source"), "/"), -1) == MULTI_NAME
+    rows = frame.where(multi & (F.col("process") == "c"))
     expected = spark.createDataFrame(
         [
             ("c", "1", 0, "receive", "a#1>c#1", "a", "c receives both, then sends", None),
@@ -245,7 +278,7 @@ def test_an_event_that_receives_twice_and_sends_becomes_three_events(
         ignore_row_order=True,
         ignore_nullable=True,
     )
-    good = accepted(collect(shiviz.read(spark, [path], ReaderOptions())))
+    good = accepted(by_file[MULTI_NAME])
     computed = log_units(vector_clocks(good))
     assert all(
         computed[(r["process"], int(r["seq"]), r["sub"])] == r["recorded_vc"]

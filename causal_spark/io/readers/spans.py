@@ -97,6 +97,7 @@ START, END = 0, 1
 # per-span columns of the pairing
 _REF_TYPE, _REF_TRACE, _REF_ID = "__sp_ref_type", "__sp_ref_trace", "__sp_ref_id"
 _T_KEY, _T_KIND, _T_PROCESS, _T_FOUND = "__sp_t_key", "__sp_t_kind", "__sp_t_process", "__sp_found"
+_T_END = "__sp_t_end"
 _PARENT_REF, _SHARED_REF, _LINK_REF = "parent", "shared", "link"
 
 
@@ -196,6 +197,7 @@ def _references(spans: DataFrame) -> DataFrame:
         F.col(_KEY).alias(_T_KEY),
         F.col(KIND).alias(_T_KIND),
         F.col(C.PROCESS).alias(_T_PROCESS),
+        F.col(END_NS).alias(_T_END),
     )
     joined = exploded.join(targets, [_REF_TRACE, _REF_ID], "left")
     # a shared reference only names a CLIENT; never the span itself
@@ -229,6 +231,8 @@ _MESSAGE = T.StructType(
         T.StructField("dst_key", T.StringType()),
         T.StructField("dst_side", T.IntegerType()),
         T.StructField("dst_process", T.StringType()),
+        # when the receive happens (ns): sends are ordered by it
+        T.StructField("dst_ns", T.LongType()),
     ]
 )
 
@@ -243,13 +247,14 @@ def _messages(spans: DataFrame, refs: DataFrame) -> DataFrame:
         F.col(_T_KIND).alias("kind"),
         F.col(_T_PROCESS).alias("process"),
         found.alias("found"),
+        F.col(_T_END).alias("end"),
     )
     per_span = refs.groupBy(C.TRACE_ID, _KEY).agg(
         F.max_by(target, F.when(is_type == _SHARED_REF, 1)).alias("__sp_shared_client"),
         F.max_by(target, F.when(is_type == _PARENT_REF, 1)).alias("__sp_parent"),
         F.collect_list(F.when(is_type == _LINK_REF, target)).alias("__sp_links"),
     )
-    own = spans.select(C.TRACE_ID, _KEY, SPAN_ID, KIND, SHARED, C.PROCESS)
+    own = spans.select(C.TRACE_ID, _KEY, SPAN_ID, KIND, SHARED, C.PROCESS, START_NS)
     s = own.join(per_span, [C.TRACE_ID, _KEY], "left")
     shared_client = F.col("__sp_shared_client")
     parent = F.col("__sp_parent")
@@ -264,6 +269,7 @@ def _messages(spans: DataFrame, refs: DataFrame) -> DataFrame:
         dst: Column,
         dst_side: int,
         dst_process: Column,
+        dst_ns: Column,
     ) -> Column:
         null = F.lit(None).cast("string")
         return F.struct(
@@ -274,14 +280,20 @@ def _messages(spans: DataFrame, refs: DataFrame) -> DataFrame:
             dst.alias("dst_key"),
             F.lit(dst_side).alias("dst_side"),
             dst_process.alias("dst_process"),
+            dst_ns.alias("dst_ns"),
         )
 
     me = F.col(_KEY)
+    my_start = F.col(START_NS)
     # SERVER: its client, shared id first
     client = F.coalesce(shared_client, F.when(parent["found"] & (parent["kind"] == CLIENT), parent))
     rpc = F.array(
-        message(F.lit(":req"), client["key"], START, client["process"], me, START, process),
-        message(F.lit(":resp"), me, END, process, client["key"], END, client["process"]),
+        message(
+            F.lit(":req"), client["key"], START, client["process"], me, START, process, my_start
+        ),
+        message(
+            F.lit(":resp"), me, END, process, client["key"], END, client["process"], client["end"]
+        ),
     )
     server_orphan = (kind == SERVER) & (
         F.coalesce(F.col(SHARED), F.lit(False)) | (parent.isNotNull() & ~parent["found"])
@@ -302,16 +314,22 @@ def _messages(spans: DataFrame, refs: DataFrame) -> DataFrame:
             me,
             START,
             process,
+            my_start,
         ),
     )
     call = F.array(
-        message(F.lit(":call"), parent["key"], START, parent["process"], me, START, process)
+        message(
+            F.lit(":call"), parent["key"], START, parent["process"], me, START, process, my_start
+        )
     )
     call_applies = parent.isNotNull() & parent["found"] & (parent["process"] != process)
     none = F.array().cast(T.ArrayType(_MESSAGE))
     causes = (
         F.when((kind == SERVER) & client.isNotNull(), rpc)
-        .when(server_orphan, F.array(message(F.lit(":req"), None, START, None, me, START, process)))
+        .when(
+            server_orphan,
+            F.array(message(F.lit(":req"), None, START, None, me, START, process, my_start)),
+        )
         .when((kind == CONSUMER) & (F.size(named) > 0), consumed)
         .when(call_applies, call)
         .otherwise(none)
@@ -332,24 +350,6 @@ def pair_spans(spans: DataFrame, span_process: SpanProcess) -> DataFrame:
     )
     refs = _references(keyed)
     messages = _messages(keyed, refs)
-    event_ts = keyed.select(
-        C.TRACE_ID,
-        _KEY,
-        F.explode(
-            F.array(
-                F.struct(F.lit(START).alias("side"), F.col(START_NS).alias("ns")),
-                F.struct(F.lit(END).alias("side"), F.col(END_NS).alias("ns")),
-            )
-        ).alias("__sp_e"),
-    ).select(
-        C.TRACE_ID, _KEY, F.col("__sp_e.side").alias(_SIDE), F.col("__sp_e.ns").alias("__sp_ns")
-    )
-    dst_ts = event_ts.select(
-        C.TRACE_ID,
-        F.col(_KEY).alias("dst_key"),
-        F.col(_SIDE).alias("dst_side"),
-        F.col("__sp_ns").alias("__sp_dst_ns"),
-    )
     receives = messages.groupBy(
         C.TRACE_ID, F.col("dst_key").alias(_KEY), F.col("dst_side").alias(_SIDE)
     ).agg(
@@ -359,13 +359,12 @@ def pair_spans(spans: DataFrame, span_process: SpanProcess) -> DataFrame:
     )
     sends = (
         messages.where(F.col("src_key").isNotNull())
-        .join(dst_ts, [C.TRACE_ID, "dst_key", "dst_side"], "left")
         .groupBy(C.TRACE_ID, F.col("src_key").alias(_KEY), F.col("src_side").alias(_SIDE))
         .agg(
             F.array_sort(
                 F.collect_list(
                     F.struct(
-                        F.col("__sp_dst_ns"),
+                        F.col("dst_ns").alias("__sp_dst_ns"),
                         F.col(C.MSG_ID),
                         F.col("dst_process").alias(C.PEER),
                     )
