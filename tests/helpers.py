@@ -6,7 +6,7 @@ import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import SparkSession
 
@@ -28,6 +28,37 @@ def ingest_paths(spark: SparkSession, paths: Sequence[Path | str]) -> Ingested:
         inputs,
         reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
     )
+
+
+class Rows(NamedTuple):
+    """The collected rows of one ingest case."""
+
+    events: list[Any]
+    messages: list[Any]
+    quarantine: list[Any]
+
+
+def ingest_cases(
+    spark: SparkSession, given: Sequence[Path | str], folders: Mapping[str, Path]
+) -> dict[str, Rows]:
+    """Ingest every case's paths in one run and split the rows by the case folder each
+    was read from (a message goes with its trace). Asserts that every row belongs to
+    exactly one case: cases with distinct trace ids do not leak into each other."""
+    out = ingest_paths(spark, given)
+    events, messages = out.events.collect(), out.messages.collect()
+    quarantine = out.quarantine.collect()
+    split: dict[str, Rows] = {}
+    for case, folder in folders.items():
+        prefix = f"{folder}/"
+        mine_e = [e for e in events if e["source"].startswith(prefix)]
+        mine_q = [q for q in quarantine if q["source"].startswith(prefix)]
+        traces = {e["trace_id"] for e in mine_e} | {q["trace_id"] for q in mine_q}
+        mine_m = [m for m in messages if m["trace_id"] in traces]
+        split[case] = Rows(mine_e, mine_m, mine_q)
+    for got, everything in zip(zip(*split.values(), strict=True), (events, messages, quarantine),
+                               strict=True):  # fmt: skip
+        assert sum(len(rows) for rows in got) == len(everything)
+    return split
 
 
 def spark_jobs(spark: SparkSession, run: Callable[[], Any]) -> int:

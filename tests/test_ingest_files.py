@@ -13,7 +13,7 @@ import json
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,15 +22,8 @@ from pyspark.sql import SparkSession
 
 from causal_spark.config import IngestSettings
 from causal_spark.io.sources import discover_inputs
-from tests.helpers import ingest_paths, write_jsonl
+from tests.helpers import Rows, ingest_cases, write_jsonl
 from tests.reference_ingest import reference_ingest_files
-
-
-class Rows(NamedTuple):
-    events: list[Any]
-    messages: list[Any]
-    quarantine: list[Any]
-
 
 HOSTILE_NAMES = ["a b", "c#d", "e%20f", "g?h", "i[1]", "j{x,y}", "k:l", "m+n", "*"]
 SEEDS = [3, 77]
@@ -194,22 +187,8 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, lis
 @pytest.fixture(scope="module")
 def ingested(spark: SparkSession, cases: dict[str, tuple[Path, list[Path]]]) -> dict[str, Rows]:
     """Every case in one ingest, split by the case folder each row was read from."""
-    out = ingest_paths(spark, [path for _, given in cases.values() for path in given])
-    events, messages = out.events.collect(), out.messages.collect()
-    quarantine = out.quarantine.collect()
-    split: dict[str, Rows] = {}
-    for case, (folder, _) in cases.items():
-        prefix = f"{folder}/"
-        mine_e = [e for e in events if e["source"].startswith(prefix)]
-        mine_q = [q for q in quarantine if q["source"].startswith(prefix)]
-        traces = {e["trace_id"] for e in mine_e} | {q["trace_id"] for q in mine_q}
-        mine_m = [m for m in messages if m["trace_id"] in traces]
-        split[case] = Rows(mine_e, mine_m, mine_q)
-    # every row belongs to exactly one case: the cases did not leak into each other
-    for got, everything in zip(zip(*split.values(), strict=True), (events, messages, quarantine),
-                               strict=True):  # fmt: skip
-        assert sum(len(rows) for rows in got) == len(everything)
-    return split
+    given = [path for _, paths in cases.values() for path in paths]
+    return ingest_cases(spark, given, {case: folder for case, (folder, _) in cases.items()})
 
 
 def test_a_second_copy_to_one_destination_is_a_duplicate_after_matching(

@@ -9,20 +9,13 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.helpers import ingest_paths, write_jsonl
+from tests.helpers import Rows, ingest_cases, write_jsonl
 from tests.reference_ingest import reference_ingest
-
-
-class Rows(NamedTuple):
-    events: list[Any]
-    messages: list[Any]
-    quarantine: list[Any]
-
 
 # case -> (file name, rows); the rows of each case are those of the test that reads it
 CASES: dict[str, tuple[str, list[Any]]] = {
@@ -110,22 +103,8 @@ def ingested(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> d
         for name, lines in _random_files(seed).items():
             (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
         given.append(folder)
-    out = ingest_paths(spark, given)
-    events, messages = out.events.collect(), out.messages.collect()
-    quarantine = out.quarantine.collect()
-    split: dict[str, Rows] = {}
-    for case in [*CASES, *(f"seed-{seed}" for seed in SEEDS)]:
-        prefix = f"{root / case}/"
-        mine_e = [e for e in events if e["source"].startswith(prefix)]
-        mine_q = [q for q in quarantine if q["source"].startswith(prefix)]
-        traces = {e["trace_id"] for e in mine_e} | {q["trace_id"] for q in mine_q}
-        mine_m = [m for m in messages if m["trace_id"] in traces]
-        split[case] = Rows(mine_e, mine_m, mine_q)
-    # every row belongs to exactly one case: the cases did not leak into each other
-    for got, everything in zip(zip(*split.values(), strict=True), (events, messages, quarantine),
-                               strict=True):  # fmt: skip
-        assert sum(len(rows) for rows in got) == len(everything)
-    return split
+    cases = [*CASES, *(f"seed-{seed}" for seed in SEEDS)]
+    return ingest_cases(spark, given, {case: root / case for case in cases})
 
 
 def test_kind_aliases_are_case_insensitive(ingested: dict[str, Rows]) -> None:
