@@ -219,6 +219,7 @@ def test_kernels_match_the_definitions(trace: Trace, seed: int) -> None:
         assert CK.is_crown(channels, src, send, dst, recv, np.array(rows)) == want, rows
 
 
+@pytest.mark.slow
 def test_a_spent_budget_keeps_valid_witnesses_and_says_they_may_not_be_shortest() -> None:
     flagged = 0
     for seed in range(200):
@@ -305,6 +306,7 @@ def test_worked_traces_get_the_expected_verdicts(
             )
 
 
+@pytest.mark.slow
 def test_witness_crowns_are_checked_and_a_false_one_is_caught(
     spark: SparkSession, audited: Path
 ) -> None:
@@ -353,6 +355,7 @@ def _explain_trace(audited: Path, trace: str, *more: str) -> int:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_explain_without_msg_lists_each_finding_of_the_trace(
     audited: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -519,6 +522,7 @@ def random_set(spark: SparkSession) -> tuple[list[Trace], DataFrame, DataFrame]:
     return traces, events.localCheckpoint(), messages.localCheckpoint()
 
 
+@pytest.mark.slow
 def test_random_traces_match_brute_force_through_spark(
     random_set: tuple[list[Trace], DataFrame, DataFrame],
 ) -> None:
@@ -573,6 +577,7 @@ def test_random_traces_match_brute_force_through_spark(
     assert len(classes) >= 2, f"the random set should mix classes, got {classes}"
 
 
+@pytest.mark.slow
 def test_tables_do_not_depend_on_partitioning(
     spark: SparkSession, random_set: tuple[list[Trace], DataFrame, DataFrame]
 ) -> None:

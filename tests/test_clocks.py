@@ -118,6 +118,7 @@ def clocked_once() -> Clocked:
     return clock
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_worked_traces_get_exact_clocks(
     samples: tuple[DataFrame, DataFrame],
@@ -166,6 +167,7 @@ def test_causal_cycle_is_invalid_with_a_witness_and_others_are_ok(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_random_traces_match_the_transitive_closure(
     random_set: tuple[list[Trace], DataFrame, DataFrame], clocked_once: Clocked, engine: str
@@ -229,6 +231,7 @@ def cyclic_set(spark: SparkSession) -> tuple[set[str], DataFrame, DataFrame]:
 STATUS_COLUMNS = ["trace_id", "n_processes", "n_events", "n_components", "status", "cycle"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("slab_events", "timed", "sources"),
     [(3, True, 1), (17, True, 1), (60, True, 3), (17, False, 3)],
@@ -384,6 +387,7 @@ def cyclic_ping_pong(spark: SparkSession) -> tuple[DataFrame, DataFrame]:
     return events.localCheckpoint(), messages.localCheckpoint()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["per_trace", "distributed"])
 def test_a_long_cyclic_ping_pong_is_invalid_under_both_engines(
     cyclic_ping_pong: tuple[DataFrame, DataFrame], engine: str
@@ -431,6 +435,7 @@ def test_detect_marks_a_cyclic_trace_of_the_distributed_engine_invalid(
     assert summary["n_causal_violations"] is None
 
 
+@pytest.mark.slow
 def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSession) -> None:
     """A ping-pong 10x longer (so 10x more slabs, each chain crossing every slab) costs the
     same number of Spark jobs, and its clocks are the closed form: the i-th event on a
@@ -486,6 +491,7 @@ def test_components_are_computed_and_independent(
     assert max(r.n_components for r in status.values()) > 1
 
 
+@pytest.mark.slow
 def test_components_by_joins_take_few_rounds_on_a_long_ring(spark: SparkSession) -> None:
     n = 128
     vertices = spark.createDataFrame([("ring", i) for i in range(n)], "trace_id string, pidx int")
@@ -504,6 +510,7 @@ def test_components_by_joins_take_few_rounds_on_a_long_ring(spark: SparkSession)
     assert found.rounds <= 12, found.rounds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [3, 11])
 def test_components_in_memory_per_trace_equal_the_joins(spark: SparkSession, seed: int) -> None:
     rng = random.Random(seed)
@@ -871,6 +878,7 @@ def test_dictionary_columns_keep_nulls_out_of_the_dictionary() -> None:
     assert built.null_count == 2 and built.dictionary.null_count == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("written", [False, True], ids=["cogroup", "in-place"])
 def test_an_lseq_beyond_its_process_fails_the_run(
     random_set: tuple[list[Trace], DataFrame, DataFrame], tmp_path: Path, written: bool
@@ -944,6 +952,7 @@ def in_place_input(
     return build
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mixed", "parts"),
     [(False, 2), (False, 3), (True, 2)],
@@ -1012,6 +1021,7 @@ def test_batch_returns_rows_in_the_order_given(seed: int) -> None:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parts", [2, 3], ids=["2-parts", "3-parts"])
 def test_split_output_gives_identical_tables(
     samples: tuple[DataFrame, DataFrame],

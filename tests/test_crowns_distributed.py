@@ -228,6 +228,7 @@ def random_set(spark: SparkSession) -> tuple[list[Trace], DataFrame, DataFrame]:
     return traces, clocked_events, delivered
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slab_events", [6, 25, 10**6], ids=["tiny-slabs", "slabs", "one-slab"])
 def test_random_traces_same_tables_both_methods(
     random_set: tuple[list[Trace], DataFrame, DataFrame], slab_events: int
@@ -245,6 +246,7 @@ def test_random_traces_same_tables_both_methods(
         assert is_crown([msgs[i] for i in row.crown], future), row
 
 
+@pytest.mark.slow
 def test_worked_traces_same_tables_both_methods(
     spark: SparkSession, detected_samples: Path
 ) -> None:
@@ -266,6 +268,7 @@ def test_worked_traces_same_tables_both_methods(
     )
 
 
+@pytest.mark.slow
 def test_auto_sends_only_large_traces_to_the_distributed_method(
     random_set: tuple[list[Trace], DataFrame, DataFrame],
 ) -> None:
@@ -321,6 +324,7 @@ def crown_chain(trace_id: str, hops: int) -> Trace:
     return trace
 
 
+@pytest.mark.slow
 def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSession) -> None:
     """A chain 10x longer (10x more slabs, the one component crossing all of them) costs the
     same number of Spark jobs; the component is found whole, with a shortest witness."""

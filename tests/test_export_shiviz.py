@@ -183,6 +183,7 @@ def _worked_clocks(detected_samples: Path) -> tuple[Clocks, dict[str, list[dict[
     return clocks, messages
 
 
+@pytest.mark.slow
 def test_worked_traces_read_back_to_the_same_clocks(
     spark: SparkSession, detected_samples: Path, worked_logs: dict[str, Path]
 ) -> None:
@@ -201,6 +202,7 @@ def test_worked_traces_read_back_to_the_same_clocks(
     assert computed == wanted
 
 
+@pytest.mark.slow
 def test_worked_traces_through_ingest_and_clocks(
     spark: SparkSession, detected_samples: Path, worked_logs: dict[str, Path]
 ) -> None:

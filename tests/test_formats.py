@@ -91,6 +91,7 @@ def reference(spark: SparkSession, inputs: dict[str, Path]) -> tuple[DataFrame, 
     return _collected(spark, ingested.events), _collected(spark, ingested.messages)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "parquet", "delta"])
 def test_same_events_and_messages_as_jsonl(
     spark: SparkSession,
@@ -117,6 +118,7 @@ def test_same_events_and_messages_as_jsonl(
     assert other.quarantine.count() == 0
 
 
+@pytest.mark.slow
 def test_csv_line_numbers_do_not_count_the_header(spark: SparkSession, tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("process,seq,kind,msg_id\na,1,internal,\na,2,teleport,\n")
@@ -125,6 +127,7 @@ def test_csv_line_numbers_do_not_count_the_header(spark: SparkSession, tmp_path:
     assert [(e["line"], e["kind"]) for e in out.events.collect()] == [(1, "internal")]
 
 
+@pytest.mark.slow
 def test_csv_row_with_wrong_width_is_malformed(spark: SparkSession, tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("process,seq,kind\na,1,internal\na,2,internal,extra\n")
@@ -134,6 +137,7 @@ def test_csv_row_with_wrong_width_is_malformed(spark: SparkSession, tmp_path: Pa
     ]
 
 
+@pytest.mark.slow
 def test_delta_input_defaults_trace_to_table_name(
     spark: SparkSession, inputs: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -143,6 +147,7 @@ def test_delta_input_defaults_trace_to_table_name(
     assert {e["trace_id"] for e in out.events.collect()} == {"nightly"}
 
 
+@pytest.mark.slow
 def test_line_numbers_span_file_splits(spark: SparkSession, tmp_path: Path) -> None:
     # a file larger than the split size is read by several tasks; numbering stays global
     rows = [

@@ -74,6 +74,7 @@ def test_generated_traces_are_valid_with_exact_counts(spark: SparkSession, topol
             assert set(fan.values()) == {4}
 
 
+@pytest.mark.slow
 def test_generated_traces_ingest_cleanly(spark: SparkSession, tmp_path: Path) -> None:
     from causal_spark.generate import write_generated
 
@@ -87,6 +88,7 @@ def test_generated_traces_ingest_cleanly(spark: SparkSession, tmp_path: Path) ->
     assert statuses["orphan"] == 0
 
 
+@pytest.mark.slow
 def test_same_seed_same_traces_whatever_the_partitioning(spark: SparkSession) -> None:
     spec = GeneratorSpec(
         processes=6, events=2_000, topology="broadcast", loss=0.02, traces=3, seed=11

@@ -25,6 +25,7 @@ def samples(spark: SparkSession):
     }
 
 
+@pytest.mark.slow
 def test_bad_input_quarantine_matches_expected(
     samples: dict[str, Any], expected: dict[str, Any]
 ) -> None:

@@ -191,6 +191,7 @@ def ingested(spark: SparkSession, cases: dict[str, tuple[Path, list[Path]]]) -> 
     return ingest_cases(spark, given, {case: folder for case, (folder, _) in cases.items()})
 
 
+@pytest.mark.slow
 def test_a_second_copy_to_one_destination_is_a_duplicate_after_matching(
     ingested: dict[str, Rows],
 ) -> None:

@@ -107,6 +107,7 @@ def ingested(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> d
     return ingest_cases(spark, given, {case: root / case for case in cases})
 
 
+@pytest.mark.slow
 def test_kind_aliases_are_case_insensitive(ingested: dict[str, Rows]) -> None:
     events, _, quarantine = ingested["aliases"]
     assert quarantine == []

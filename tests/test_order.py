@@ -64,6 +64,7 @@ def _pairs(events: DataFrame) -> DataFrame:
     )
 
 
+@pytest.mark.slow
 def test_relation_matches_brute_force_for_every_pair(
     clocked: tuple[list[Trace], DataFrame, DataFrame],
 ) -> None:

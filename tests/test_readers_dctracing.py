@@ -61,6 +61,7 @@ def _endpoints(rows: list[dict[str, Any]]) -> set[tuple[str, int, str, int]]:
     }
 
 
+@pytest.mark.slow
 def test_echo_log_counts_and_no_rejects(echo_rows: list[dict[str, Any]]) -> None:
     # real-logs/README.md: the same run as shiviz/echo_trace_log_shiviz.log, which has
     # 3 processes, 169 events and 40 messages; the file has 169 lines, one record each
@@ -83,6 +84,7 @@ def test_every_recorded_clock_equals_the_computed_one(echo_rows: list[dict[str, 
     assert mismatches == []
 
 
+@pytest.mark.slow
 def test_shiviz_inference_equals_explicit_pairing(
     spark: SparkSession, echo_rows: list[dict[str, Any]]
 ) -> None:
@@ -106,6 +108,7 @@ def _line(host: str, clock: object, tag: str = "Note", body: object = None) -> s
     )
 
 
+@pytest.mark.slow
 def test_bad_records_are_rejected_with_reasons_and_counted(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -56,6 +56,7 @@ def orders_rows(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+@pytest.mark.slow
 def test_hand_made_export_by_instance(orders_rows: dict[str, list[dict[str, Any]]]) -> None:
     rows = orders_rows["instance"]
     assert all(r["parse_error"] is None for r in rows)
@@ -125,6 +126,7 @@ def test_real_export_of_jaeger_query(orders_rows: dict[str, list[dict[str, Any]]
     ]
 
 
+@pytest.mark.slow
 def test_bad_input(spark: SparkSession, tmp_path: Path) -> None:
     document = json.loads(ORDERS.read_text())
     spans = document["data"][0]["spans"]

@@ -61,6 +61,7 @@ def checkout_rows(read_once: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in read_once if r["source"] != str(SAMPLE)]
 
 
+@pytest.mark.slow
 def test_hand_made_requests_pair_across_files(checkout_rows: list[dict[str, Any]]) -> None:
     rows = checkout_rows
     assert all(r["parse_error"] is None for r in rows)
@@ -111,6 +112,7 @@ def test_lines_and_records_say_where_each_span_is(checkout_rows: list[dict[str, 
     assert otlp.is_json_lines(str(LINES)) and not otlp.is_json_lines(str(DOCUMENT))
 
 
+@pytest.mark.slow
 def test_span_process_span(spark: SparkSession) -> None:
     rows = collect(
         otlp.read(spark, [str(DOCUMENT), str(LINES)], ReaderOptions(span_process="span"))
@@ -133,6 +135,7 @@ def test_the_specifications_example(read_once: list[dict[str, Any]]) -> None:
     assert len(events_of(rows)) == 2
 
 
+@pytest.mark.slow
 def test_bad_input(spark: SparkSession, tmp_path: Path) -> None:
     lines = LINES.read_text().splitlines()
     request = json.loads(lines[1])

@@ -92,6 +92,7 @@ def _messages(rows: list[dict[str, Any]]) -> set[tuple[str, int, str, int]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "regex", "n_processes", "n_events", "n_messages"),
     README_COUNTS,
@@ -166,6 +167,7 @@ def test_chord_has_the_two_crossing_messages(real_rows: dict[str, list[dict[str,
     assert crossing
 
 
+@pytest.mark.slow
 def test_rows_pass_todays_ingest_without_quarantine(
     spark: SparkSession, real_rows: dict[str, list[dict[str, Any]]]
 ) -> None:
@@ -287,6 +289,7 @@ def test_an_event_that_receives_twice_and_sends_becomes_three_events(
     )
 
 
+@pytest.mark.slow
 def test_govector_header_delimiter_and_escaped_clocks(spark: SparkSession, tmp_path: Path) -> None:
     text = (
         "(?<host>\\S*) (?<clock>{.*})\\n(?<event>.*)\n"
@@ -312,6 +315,7 @@ def test_govector_header_delimiter_and_escaped_clocks(spark: SparkSession, tmp_p
     assert _messages(rows) == {("a", 1, "b", 1)}
 
 
+@pytest.mark.slow
 def test_other_named_groups_go_to_the_label_and_python_groups_are_accepted(
     spark: SparkSession, tmp_path: Path
 ) -> None:

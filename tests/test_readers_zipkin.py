@@ -35,6 +35,7 @@ def real_rows(spark: SparkSession) -> dict[str, list[dict[str, Any]]]:
     return {n: [r for r in rows if Path(r["source"]).name == n] for n in names}
 
 
+@pytest.mark.slow
 def test_skew_reports_the_request_received_65_ms_before_it_was_sent(
     spark: SparkSession, real_rows: dict[str, list[dict[str, Any]]]
 ) -> None:
@@ -144,6 +145,7 @@ def test_kafka_producer_consumer_messages(real_rows: dict[str, list[dict[str, An
     assert len(events_of(rows)) == 56
 
 
+@pytest.mark.slow
 def test_span_process_span_makes_each_span_a_process(spark: SparkSession) -> None:
     rows = collect(
         zipkin.read(spark, [str(REAL / "skew.json")], ReaderOptions(span_process="span"))
@@ -168,6 +170,7 @@ def test_span_process_span_makes_each_span_a_process(spark: SparkSession) -> Non
     assert len(events_of(rows)) == 10
 
 
+@pytest.mark.slow
 def test_bad_spans_are_rejected_with_reasons_and_counted(
     spark: SparkSession, tmp_path: Path
 ) -> None:

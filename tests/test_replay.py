@@ -52,6 +52,7 @@ def _table(spark: SparkSession, warehouse: Path, name: str) -> DataFrame:
     )
 
 
+@pytest.mark.slow
 def test_protocol_runs_hold_one_row_per_trace_and_protocol_as_the_engine_computes_it(
     spark: SparkSession, audited: Path
 ) -> None:
@@ -147,6 +148,7 @@ def test_comparison_summarises_every_protocol(spark: SparkSession, audited: Path
     assert by[("sync", "status_deadlock")]["traces"] == 3
 
 
+@pytest.mark.slow
 def test_compare_prints_the_table_and_draws_plots(
     audited: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -236,6 +238,7 @@ def _random_set(spark: SparkSession) -> tuple[list[Any], DataFrame]:
     return traces, program_rows(events, messages, clocks)
 
 
+@pytest.mark.slow
 def test_random_traces_through_spark_match_the_engine_and_ignore_partitioning(
     spark: SparkSession,
 ) -> None:

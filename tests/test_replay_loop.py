@@ -78,6 +78,7 @@ def _both(trace: ReplayTrace, name: str, selective: bool, **params: str) -> None
 COMPILED = list(PROTOCOLS)
 
 
+@pytest.mark.slow
 def test_every_protocol_has_its_compiled_form() -> None:
     for name, cls in PROTOCOLS.items():
         module = sys.modules[cls.__module__]
@@ -94,6 +95,7 @@ def test_the_loop_replays_every_worked_trace_as_the_reference_does(
     _both(worked("selective_xy", x=6.0), name, selective)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("selective", [False, True], ids=["nonselective", "selective"])
 @pytest.mark.parametrize("name", COMPILED)
 def test_the_loop_replays_random_traces_as_the_reference_does(name: str, selective: bool) -> None:

@@ -182,6 +182,7 @@ def _holder(warehouse: Path) -> subprocess.Popen[str]:
     return holder
 
 
+@pytest.mark.slow
 def test_a_second_writer_fails_at_once_naming_the_holder_and_a_dead_holder_blocks_nothing(
     detected_samples: Path, tmp_path: Path
 ) -> None:
@@ -256,6 +257,7 @@ def test_two_concurrent_audits_one_fails_at_once_and_the_tables_are_the_winners(
 # --- progress --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_each_stage_prints_start_and_end_and_its_seconds_are_recorded(
     spark: SparkSession, detected_samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

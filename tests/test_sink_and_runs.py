@@ -65,6 +65,7 @@ def ingested(
     return warehouse, _ingest(spark, config, warehouse, ["data-samples"])
 
 
+@pytest.mark.slow
 def test_ingest_writes_delta_tables_readable_by_delta_rs(
     ingested: tuple[Path, RunRecord],
 ) -> None:
@@ -77,6 +78,7 @@ def test_ingest_writes_delta_tables_readable_by_delta_rs(
     assert record.counts["events"] == 56 and record.counts["quarantine"] == 4
 
 
+@pytest.mark.slow
 def test_rerun_on_same_input_gives_same_content_and_new_versions(
     spark: SparkSession, config: Config, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
@@ -94,6 +96,7 @@ def test_rerun_on_same_input_gives_same_content_and_new_versions(
     assert len(read_delta(warehouse / "events")) == first.counts["events"]
 
 
+@pytest.mark.slow
 def test_tables_do_not_depend_on_partitioning(
     spark: SparkSession, config: Config, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
@@ -114,6 +117,7 @@ def test_tables_do_not_depend_on_partitioning(
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fail_after", ["events", "quarantine"])
 def test_failed_run_leaves_no_new_version_and_no_staged_files(
     spark: SparkSession,
@@ -148,6 +152,7 @@ def test_failed_run_leaves_no_new_version_and_no_staged_files(
     assert _files(warehouse_path) == files_before
 
 
+@pytest.mark.slow
 def test_failed_first_run_leaves_no_tables(
     spark: SparkSession, config: Config, tmp_path: Path
 ) -> None:
@@ -188,6 +193,7 @@ def test_runs_table_records_inputs_config_and_versions(
     )
 
 
+@pytest.mark.slow
 def test_fingerprint_changes_when_an_input_changes(
     spark: SparkSession, config: Config, tmp_path: Path
 ) -> None:
@@ -222,6 +228,7 @@ def _audit(spark: SparkSession, config: Config, warehouse: Path, **kw):
     )
 
 
+@pytest.mark.slow
 def test_audit_restages_events_with_clocks_and_keeps_one_copy(detected_samples: Path) -> None:
     # the session's audit of data-samples: ingest, clocks (and detect) in one run
     events = read_delta(detected_samples / "events").to_pylist()
@@ -233,6 +240,7 @@ def test_audit_restages_events_with_clocks_and_keeps_one_copy(detected_samples: 
     assert record["table_versions"]["events"] == 0 and record["counts"]["invalid_traces"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fail_after", ["trace_clocks"])
 def test_failed_audit_after_restaging_leaves_nothing_behind(
     spark: SparkSession, config: Config, tmp_path: Path, detected_samples: Path, fail_after: str
@@ -263,6 +271,7 @@ def test_failed_audit_after_restaging_leaves_nothing_behind(
     assert _files(warehouse_path) == files_before
 
 
+@pytest.mark.slow
 def test_clocks_command_rewrites_events_of_an_ingested_warehouse(
     spark: SparkSession, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
@@ -288,6 +297,7 @@ def _clocked_samples(spark: SparkSession, ingested: Path, settings: ClockSetting
     return with_clocks(source.read("events"), source.read("messages"), settings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "settings",
     [
@@ -376,6 +386,7 @@ def test_stage_through_commits_only_the_files_tasks_reported(
     assert len(read_delta(tmp_path / "out" / "events")) == 56
 
 
+@pytest.mark.slow
 def test_a_failing_in_place_clocks_stage_removes_its_scratch(
     spark: SparkSession, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:
@@ -410,6 +421,7 @@ def test_a_failing_in_place_clocks_stage_removes_its_scratch(
     assert not target.exists("events")
 
 
+@pytest.mark.slow
 def test_a_task_writing_a_forbidden_null_fails_the_run_and_stages_nothing(
     spark: SparkSession, config: Config, tmp_path: Path, ingested: tuple[Path, RunRecord]
 ) -> None:

@@ -79,6 +79,7 @@ def _drop_last_runs_commit(warehouse: Path) -> None:
     shutil.rmtree(warehouse / "_causal" / "pending", ignore_errors=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["wh x", "wh[1]#?"], ids=["space", "glob"])
 def test_a_warehouse_path_with_special_characters_works_for_writers_and_readers(
     spark: SparkSession, tmp_path: Path, ingested: Ingested, name: str
@@ -112,6 +113,7 @@ def test_a_warehouse_path_with_percent_is_refused_before_anything_is_written(
     assert not warehouse.exists()
 
 
+@pytest.mark.slow
 def test_no_stage_runs_on_versions_no_committed_run_wrote_together(
     spark: SparkSession, tmp_path: Path, ingested: Ingested
 ) -> None:
@@ -136,6 +138,7 @@ def test_no_stage_runs_on_versions_no_committed_run_wrote_together(
     assert commands == ["ingest", "repair", "clocks"]
 
 
+@pytest.mark.slow
 def test_an_error_after_a_commit_keeps_the_files_that_version_names(
     spark: SparkSession, config: Config, tmp_path: Path, ingested: Ingested
 ) -> None:
@@ -172,6 +175,7 @@ def test_an_error_after_a_commit_keeps_the_files_that_version_names(
     )
 
 
+@pytest.mark.slow
 def test_stage_commands_refuse_inputs_from_different_ingests(
     spark: SparkSession, tmp_path: Path, ingested: Ingested, detected_samples: Path
 ) -> None:
@@ -192,6 +196,7 @@ def test_stage_commands_refuse_inputs_from_different_ingests(
     assert sorted(map(str, read_delta(tmp_path / "wh" / "trace_summary").to_pylist())) == summary
 
 
+@pytest.mark.slow
 def test_staged_files_of_a_killed_run_are_removed_by_the_next_run(
     spark: SparkSession, tmp_path: Path, detected_samples: Path
 ) -> None:
@@ -217,6 +222,7 @@ def test_staged_files_of_a_killed_run_are_removed_by_the_next_run(
     assert Ledger(str(warehouse)).rows()[-2]["command"] == "repair"
 
 
+@pytest.mark.slow
 def test_a_run_that_committed_every_table_but_not_its_row_is_rolled_forward(
     spark: SparkSession, config: Config, tmp_path: Path, ingested: Ingested
 ) -> None:
