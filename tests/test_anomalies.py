@@ -252,6 +252,7 @@ def audited(detected_samples: Path) -> Path:
     return detected_samples
 
 
+@pytest.mark.slow
 def test_worked_traces_get_the_expected_verdicts(
     spark: SparkSession, audited: Path, expected: dict[str, Any]
 ) -> None:

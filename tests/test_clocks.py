@@ -148,6 +148,7 @@ def test_worked_traces_get_exact_clocks(
             assert dict(lamport) == expected[trace_id]["lamport"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_causal_cycle_is_invalid_with_a_witness_and_others_are_ok(
     samples: tuple[DataFrame, DataFrame], clocked_once: Clocked, engine: str

@@ -13,6 +13,8 @@ from causal_spark import tables
 from tests.conftest import SAMPLES
 from tests.helpers import ingest_paths
 
+pytestmark = pytest.mark.slow  # every test here reads one ingest or audit of the module
+
 
 @pytest.fixture(scope="module")
 def samples(spark: SparkSession):
@@ -25,7 +27,6 @@ def samples(spark: SparkSession):
     }
 
 
-@pytest.mark.slow
 def test_bad_input_quarantine_matches_expected(
     samples: dict[str, Any], expected: dict[str, Any]
 ) -> None:

@@ -25,6 +25,8 @@ from causal_spark.io.sources import discover_inputs
 from tests.helpers import Rows, ingest_cases, write_jsonl
 from tests.reference_ingest import reference_ingest_files
 
+pytestmark = pytest.mark.slow  # every test here reads one ingest or audit of the module
+
 HOSTILE_NAMES = ["a b", "c#d", "e%20f", "g?h", "i[1]", "j{x,y}", "k:l", "m+n", "*"]
 SEEDS = [3, 77]
 
@@ -191,7 +193,6 @@ def ingested(spark: SparkSession, cases: dict[str, tuple[Path, list[Path]]]) -> 
     return ingest_cases(spark, given, {case: folder for case, (folder, _) in cases.items()})
 
 
-@pytest.mark.slow
 def test_a_second_copy_to_one_destination_is_a_duplicate_after_matching(
     ingested: dict[str, Rows],
 ) -> None:

@@ -17,6 +17,8 @@ from pyspark.sql import SparkSession
 from tests.helpers import Rows, ingest_cases, write_jsonl
 from tests.reference_ingest import reference_ingest
 
+pytestmark = pytest.mark.slow  # every test here reads one ingest or audit of the module
+
 # case -> (file name, rows); the rows of each case are those of the test that reads it
 CASES: dict[str, tuple[str, list[Any]]] = {
     "aliases": (
@@ -107,7 +109,6 @@ def ingested(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> d
     return ingest_cases(spark, given, {case: root / case for case in cases})
 
 
-@pytest.mark.slow
 def test_kind_aliases_are_case_insensitive(ingested: dict[str, Rows]) -> None:
     events, _, quarantine = ingested["aliases"]
     assert quarantine == []

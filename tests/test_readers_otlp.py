@@ -96,6 +96,7 @@ def test_hand_made_requests_pair_across_files(checkout_rows: list[dict[str, Any]
     assert len(events_of(rows)) == 17
 
 
+@pytest.mark.slow
 def test_lines_and_records_say_where_each_span_is(checkout_rows: list[dict[str, Any]]) -> None:
     # a document: line = the span's index in it; JSON lines: the request's line, and the
     # span's index within it

@@ -121,6 +121,7 @@ def test_real_log_counts_are_the_readmes(
     assert all(r["source"] == str(REAL / name) for r in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "regex"), [c[:2] for c in README_COUNTS], ids=[c[0] for c in README_COUNTS]
 )

@@ -80,6 +80,7 @@ def test_protocol_runs_hold_one_row_per_trace_and_protocol_as_the_engine_compute
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
+@pytest.mark.slow
 def test_the_worked_replay_statements_hold_in_the_tables(
     spark: SparkSession, audited: Path
 ) -> None:

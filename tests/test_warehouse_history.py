@@ -18,6 +18,8 @@ from causal_spark.io.ledger import Ledger
 from causal_spark.io.sinks import Warehouse
 from tests.helpers import write_jsonl
 
+pytestmark = pytest.mark.slow  # every test here reads one ingest or audit of the module
+
 CONF = ["--conf", "conf/test.yml"]
 
 
@@ -60,7 +62,6 @@ def _out(capsys: pytest.CaptureFixture[str], run: Callable[[], int]) -> tuple[in
     return code, captured.out, captured.err
 
 
-@pytest.mark.slow
 def test_read_as_of_a_run_gives_the_tables_that_run_left(
     spark: SparkSession, history: Path, detected_samples: Path
 ) -> None:
@@ -115,7 +116,6 @@ def test_runs_lists_every_committed_run(
     assert parsed[-1]["lineage"]["trace_summary"] == rows[1]["id"]  # from the second ingest
 
 
-@pytest.mark.slow
 def test_diff_lists_findings_by_natural_key(
     spark: SparkSession, history: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
