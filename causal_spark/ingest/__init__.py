@@ -50,6 +50,7 @@ from pyspark.sql import functions as F
 from causal_spark import columns as C
 from causal_spark.ingest.keys import (
     DUP,
+    KIND_ALIASES,
     MISSING_SEQ,
     PPROC,
     RANK,
