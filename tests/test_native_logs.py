@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from causal_spark.app.cli import main
 from causal_spark.config import ConfigError, config_from_mapping
@@ -75,3 +75,46 @@ def test_span_process_is_checked_in_the_configuration() -> None:
         config_from_mapping({"ingest": {"span_process": "host"}}, "test")
     config = config_from_mapping({"ingest": {"span_process": "span"}}, "test")
     assert config.ingest.span_process == "span"
+
+
+# file names with the characters Spark or Hadoop would read as a glob or a URI part (a name
+# with both a glob character and a `:` is a known limit: Hadoop's globber cannot take it)
+ODD_NAMES = ["run [1] {a,b} *? #%20 +", "k:l"]
+
+
+@pytest.mark.parametrize(
+    ("reader", "log"),
+    [("shiviz", "RpcClientServer.log"), ("dctracing", "echo_trace_log.jsonl")],
+)
+def test_a_native_log_under_an_odd_name_reads_as_under_a_plain_one(
+    spark: SparkSession, tmp_path: Path, reader: str, log: str
+) -> None:
+    # ShiViz logs are read as whole files, dctracing's line by line: both take the path
+    # as Spark must be given it (glob characters escaped, no URI parsing)
+    from chispa import assert_df_equality
+    from pyspark.sql import functions as F
+
+    from causal_spark.io.readers import dctracing, shiviz
+    from causal_spark.io.readers.base import ReaderOptions
+
+    read = {"shiviz": shiviz.read, "dctracing": dctracing.read}[reader]
+    source = LOGS[reader].read_bytes()
+    suffix = Path(log).suffix
+    plain = tmp_path / f"plain{suffix}"
+    odd = [tmp_path / f"{name}{suffix}" for name in ODD_NAMES]
+    for path in (plain, *odd):
+        path.write_bytes(source)
+    (tmp_path / f"run 1 a{suffix}").write_bytes(b"a neighbour the glob would match\n")
+    rows = {
+        path: read(spark, [str(path)], ReaderOptions()).localCheckpoint() for path in (plain, *odd)
+    }
+    assert rows[plain].count() > 0
+
+    def comparable(frame: DataFrame) -> DataFrame:  # chispa sorts rows: no map column
+        return frame.withColumn("source", F.lit("x")).withColumn(
+            "recorded_vc", F.to_json("recorded_vc")
+        )
+
+    for path in odd:
+        assert {r[0] for r in rows[path].select("source").distinct().collect()} == {str(path)}
+        assert_df_equality(comparable(rows[path]), comparable(rows[plain]), ignore_row_order=True)

@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from causal_spark import columns as C
+from causal_spark.io.raw import file_reader, local_path, spark_path
 
 RECORD = "record"
 TRACE_SUFFIX = "trace_suffix"
@@ -135,22 +136,16 @@ def absolute_files(files: Sequence[str]) -> list[str]:
     return [os.path.abspath(f) for f in files]
 
 
-def local_path(uri: Column) -> Column:
-    """Spark's `_metadata.file_path` (a `file:` URI, percent-encoded) as a local path.
-
-    `+` is protected before decoding: Hadoop leaves it as is, while `url_decode`
-    would read it as a space."""
-    path = F.regexp_replace(uri, r"^file:(//)?", "")
-    return F.url_decode(F.regexp_replace(path, r"\+", "%2B"))
-
-
 def read_whole_files(spark: SparkSession, files: Sequence[str]) -> DataFrame:
     """One row per file: `source` (absolute path) and `value` (the whole text).
 
     A file is one task: for formats that cannot be split (one JSON document, a
     regex that spans lines)."""
-    return spark.read.text(absolute_files(files), wholetext=True).select(
-        local_path(F.col("_metadata.file_path")).alias(C.SOURCE), F.col("value")
+    paths = [spark_path(f) for f in absolute_files(files)]
+    return (
+        file_reader(spark)
+        .text(paths, wholetext=True)
+        .select(local_path(F.col("_metadata.file_path")).alias(C.SOURCE), F.col("value"))
     )
 
 
@@ -161,11 +156,15 @@ def read_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
     consecutive in `monotonically_increasing_id`, and a split's offset in its file
     is the number of lines of the file's earlier splits (one small aggregate)."""
     block, row_id = "__rd_block", "__rd_row"
-    text = spark.read.text(absolute_files(files)).select(
-        local_path(F.col("_metadata.file_path")).alias(C.SOURCE),
-        F.col("_metadata.file_block_start").alias(block),
-        F.monotonically_increasing_id().alias(row_id),
-        F.col("value"),
+    text = (
+        file_reader(spark)
+        .text([spark_path(f) for f in absolute_files(files)])
+        .select(
+            local_path(F.col("_metadata.file_path")).alias(C.SOURCE),
+            F.col("_metadata.file_block_start").alias(block),
+            F.monotonically_increasing_id().alias(row_id),
+            F.col("value"),
+        )
     )
     blocks = text.groupBy(C.SOURCE, block).agg(
         F.min(row_id).alias("__rd_first"), F.count(F.lit(1)).alias("__rd_n")
