@@ -394,25 +394,24 @@ class Engine:
         """Protocol state at p changed: deliver what can be delivered, wake a blocked receive."""
         self.protocol.settle(p, t)
         if not self.selective:
-            # passes over the pending copies in arrival order, each delivering what it can,
-            # until a pass delivers nothing (a delivery may enable an earlier copy)
+            # the earliest-arrived deliverable copy, then the scan starts again from the
+            # beginning (DESIGN §4, "Which message a receive takes"): a delivery may
+            # enable an earlier copy, which goes before the later ones
             pending = self._pending[p]
-            progress = True
-            while progress and pending:
-                progress = False
-                kept: list[int] = []
-                for m in pending:
-                    bypass = self._bypass(m)
-                    if bypass or self.protocol.deliverable(p, m):
-                        self._deliver(p, m, t)
-                        self._ready[p].append(m)
-                        if not bypass:
-                            self.protocol.delivered(p, m, t)
-                            self.protocol.settle(p, t)
-                        progress = True
-                    else:
-                        kept.append(m)
-                pending[:] = kept
+            i = 0
+            while i < len(pending):
+                m = pending[i]
+                bypass = self._bypass(m)
+                if not bypass and not self.protocol.deliverable(p, m):
+                    i += 1
+                    continue
+                del pending[i]
+                self._deliver(p, m, t)
+                self._ready[p].append(m)
+                if not bypass:  # the state changed: held-back control messages, then copies
+                    self.protocol.delivered(p, m, t)
+                    self.protocol.settle(p, t)
+                    i = 0
         if self._state[p] == _WAIT_RECEIVE and self._try_take(p, t):
             self._state[p] = _READY
             self._complete(p, t)

@@ -840,24 +840,21 @@ def notify(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     """Protocol state at p changed: deliver what can be delivered, wake a blocked receive."""
     _settle(st, eng, lay, p, t)
     if not eng.flags[F_SELECTIVE]:
-        # passes over the pending copies in arrival order, each delivering what it can,
-        # until a pass delivers nothing (a delivery may enable an earlier copy)
-        progress = True
-        while progress and eng.pend_head[p] >= 0:
-            progress = False
-            m = eng.pend_head[p]
-            while m >= 0:
-                following = eng.pnext[m]
-                skip = bypass(eng, lay, m)
-                if skip or _deliverable(st, eng, lay, p, m):
-                    _unlink_pending(eng, p, m)
-                    eng.del_t[m] = t
-                    queue_append(eng.rdy_head, eng.rdy_tail, eng.rnext, p, m)
-                    if not skip:
-                        _delivered(st, eng, lay, p, m, t)
-                        _settle(st, eng, lay, p, t)
-                    progress = True
-                m = following
+        # the earliest-arrived deliverable copy, then the scan starts again from the
+        # beginning (DESIGN §4): a delivery may enable an earlier copy
+        m = eng.pend_head[p]
+        while m >= 0:
+            following = eng.pnext[m]
+            skip = bypass(eng, lay, m)
+            if skip or _deliverable(st, eng, lay, p, m):
+                _unlink_pending(eng, p, m)
+                eng.del_t[m] = t
+                queue_append(eng.rdy_head, eng.rdy_tail, eng.rnext, p, m)
+                if not skip:  # the state changed: held-back control messages, then copies
+                    _delivered(st, eng, lay, p, m, t)
+                    _settle(st, eng, lay, p, t)
+                    following = eng.pend_head[p]
+            m = following
     if eng.state[p] == WAIT_RECEIVE and _try_take(st, eng, lay, p, t):
         eng.state[p] = READY
         _complete(eng, lay, p, t)

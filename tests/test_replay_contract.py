@@ -272,3 +272,57 @@ def test_mf_without_waits_holds_back_what_its_fifo_channel_holds() -> None:
         {"m1": 5.0, "m2": 2.0},
         no_wait_same_receiver="true",
     )
+
+
+# ---- order within one instant -------------------------------------------------------------
+
+# P sends x to C (latency 20), v to R, b to C (latency 5), then w to Q; R, once it has
+# v, sends c to C (latency 5); Q, once it has w, sends a to C (latency 1). C receives
+# four times. Causally x -> b -> w -> a and x -> v -> c: a needs x and b, b and c need x.
+CASCADE = (
+    [
+        ("P", 1, "send", 0.0),
+        ("P", 2, "send", 1.0),
+        ("P", 3, "send", 2.0),
+        ("P", 4, "send", 3.0),
+        ("R", 1, "receive", 2.0),
+        ("R", 2, "send", 3.0),
+        ("Q", 1, "receive", 4.0),
+        ("Q", 2, "send", 5.0),
+        ("C", 1, "receive", 6.0),
+        ("C", 2, "receive", 7.0),
+        ("C", 3, "receive", 8.0),
+        ("C", 4, "receive", 20.0),
+    ],
+    [
+        ("x", "P", "C", 1, 4),
+        ("v", "P", "R", 2, 1),
+        ("b", "P", "C", 3, 2),
+        ("w", "P", "Q", 4, 1),
+        ("c", "R", "C", 2, 3),
+        ("a", "Q", "C", 2, 1),
+    ],
+)
+
+
+@pytest.mark.parametrize("name", ["rst", "ses", "sa"])
+def test_after_every_delivery_the_scan_starts_again_from_the_earliest_arrival(
+    name: str,
+) -> None:
+    # C's copies arrive at a 6, b 7, c 8 and are held back (each needs x); x arrives at
+    # 20 and is delivered. The scan restarts at each delivery, in arrival order:
+    # [a, b, c]: a needs b, so b; again [a, c]: a; again [c]: c. Delivery order x, b, a, c,
+    # all at 20, and C's receives #1-#4 take them in that order. Held back a 14, b 13,
+    # c 12 (39 in all); makespan 20.
+    # Continuing the pass after a delivery (the old rule) delivers x; then [a, b, c]:
+    # a no, b yes, c yes; then a: C's #3 takes c and #4 takes a.
+    trace = _trace("cascade", *CASCADE)
+    for engine, run, index in _runs(trace, name):
+        assert (run.status, run.verified) == (STATUS_OK, True), engine
+        assert _figures(run, ["held_back", "holdback_delay_total", "makespan"]) == {
+            "held_back": 3,
+            "holdback_delay_total": 39.0,
+            "makespan": 20.0,
+        }, engine
+        taken = {mid: int(run.taken_by[index[mid]]) for mid in ("x", "b", "a", "c")}
+        assert taken == {"x": 1, "b": 2, "a": 3, "c": 4}, engine
