@@ -58,11 +58,13 @@ from causal_spark.replay_engine import (
     RECEIVE,
     SEND,
     STATUS_DEADLOCK,
+    STATUS_ERROR,
     STATUS_NOT_APPLICABLE,
     STATUS_OK,
     STATUS_STALLED,
     Run,
     TraceShapeError,
+    accounting_error,
 )
 
 
@@ -1106,7 +1108,9 @@ def _result(
     if status == STATUS_OK and not trace.n:
         makespan = 0.0
     recorded = trace.end - trace.start
-    lost = app & np.isnan(lay.latency)
+    posted = ~np.isnan(eng.post_t)
+    taken = ~np.isnan(eng.take_t)
+    delivered = ~np.isnan(deliv)
     figures = {
         "app_messages": int(app.sum()),
         "control_messages": int(eng.cnt[K_CONTROL]),
@@ -1124,10 +1128,15 @@ def _result(
         "max_holdback_buffer": int(eng.cnt[K_MAX_BUFFER]),
         "makespan": makespan,
         "makespan_ratio": makespan / recorded if makespan is not None and recorded > 0 else None,
-        "lost": int(lost.sum()),
-        "undelivered": int((app & ~lost & np.isnan(deliv)).sum()),
-        "untaken": int((~np.isnan(deliv) & np.isnan(eng.take_t)).sum()),
+        # where each copy ends (DESIGN §4): besides taken, exactly one of these
+        "lost": int((app & posted & np.isnan(lay.latency)).sum()),
+        "undelivered": int((~np.isnan(arr) & ~delivered).sum()),
+        "untaken": int((delivered & ~taken).sum()),
+        "unsent": int((app & ~posted).sum()),
     }
+    wrong = accounting_error(figures, int(taken.sum()), count)
+    if wrong is not None:
+        status, reason = STATUS_ERROR, wrong
     held_back = np.where(both, (deliv > arr).astype(np.float64), np.nan)
     return Run(
         status=status,
@@ -1150,7 +1159,7 @@ _FIGURES = (
     "piggyback_ints_mean", "piggyback_ints_max", "piggyback_bytes_total", "held_back",
     "holdback_delay_total", "holdback_delay_mean", "holdback_delay_p99", "holdback_delay_max",
     "sender_delay_total", "max_holdback_buffer", "makespan", "makespan_ratio", "lost",
-    "undelivered", "untaken",
+    "undelivered", "untaken", "unsent",
 )  # fmt: skip
 
 

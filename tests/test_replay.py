@@ -33,7 +33,14 @@ from tests.replay_traces import (
     worked,
 )
 
-FIGURES = ["app_messages", "control_messages", "piggyback_ints_total", "held_back", "makespan"]
+FIGURES = [
+    "app_messages",
+    "control_messages",
+    "piggyback_ints_total",
+    "held_back",
+    "makespan",
+    "unsent",
+]
 
 
 @pytest.fixture(scope="module")
