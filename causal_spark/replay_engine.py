@@ -395,7 +395,7 @@ class Engine:
         self.protocol.settle(p, t)
         if not self.selective:
             # the earliest-arrived deliverable copy, then the scan starts again from the
-            # beginning (DESIGN §4, "Which message a receive takes"): a delivery may
+            # beginning (docs/replay.md, "Which message a receive takes"): a delivery may
             # enable an earlier copy, which goes before the later ones
             pending = self._pending[p]
             i = 0
@@ -750,7 +750,7 @@ class Engine:
         return True
 
 
-# where the copies of a run end, besides taken (DESIGN §4, "Lost and orphan messages")
+# where the copies of a run end, besides taken (docs/replay.md, "Every copy ends in one place")
 ACCOUNTS = ("untaken", "undelivered", "lost", "unsent")
 
 
@@ -758,7 +758,7 @@ def accounting_error(
     figures: Mapping[str, float | int | None], taken: int, copies: int
 ) -> str | None:
     """Why a run's copies do not add up (taken + untaken + undelivered + lost + unsent
-    = the trace's copies, DESIGN §4), or None when they do. A run that fails this check
+    = the trace's copies, docs/replay.md), or None when they do. A run that fails this check
     is reported `error` with this reason: its figures cannot be trusted."""
     counts = {"taken": taken, **{key: figures.get(key) for key in ACCOUNTS}}
     total = sum(int(v or 0) for v in counts.values())

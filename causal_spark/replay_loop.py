@@ -843,7 +843,7 @@ def notify(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     _settle(st, eng, lay, p, t)
     if not eng.flags[F_SELECTIVE]:
         # the earliest-arrived deliverable copy, then the scan starts again from the
-        # beginning (DESIGN §4): a delivery may enable an earlier copy
+        # beginning (docs/replay.md): a delivery may enable an earlier copy
         m = eng.pend_head[p]
         while m >= 0:
             following = eng.pnext[m]
@@ -1128,7 +1128,7 @@ def _result(
         "max_holdback_buffer": int(eng.cnt[K_MAX_BUFFER]),
         "makespan": makespan,
         "makespan_ratio": makespan / recorded if makespan is not None and recorded > 0 else None,
-        # where each copy ends (DESIGN §4): besides taken, exactly one of these
+        # where each copy ends (docs/replay.md): besides taken, exactly one of these
         "lost": int((app & posted & np.isnan(lay.latency)).sum()),
         "undelivered": int((~np.isnan(arr) & ~delivered).sum()),
         "untaken": int((delivered & ~taken).sum()),
