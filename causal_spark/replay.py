@@ -356,6 +356,9 @@ def _ints(column: Sequence[int | None] | np.ndarray) -> pa.Array:
 # ---------------------------------------------------------------------------------------------
 # comparison across traces
 
+# the prefix of a comparison row counting runs whose figure was NaN or infinite
+NOT_COMPUTED = "not_computed_"
+
 COMPARED_METRICS: Mapping[str, str] = {
     "control_per_app": "control messages per application message",
     "piggyback_ints_mean": "integers piggybacked per application message",
@@ -389,7 +392,9 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
     Input: `protocol_runs`. Runs that did not replay (not_applicable, error)
     have no figures and count in no metric; a metric's `traces` says how many
     traces it is over. Status counts come as metrics `status_<status>` (median
-    and p99 are then null; `traces` is the count).
+    and p99 are then null; `traces` is the count). A figure that could not be
+    computed (NaN or infinite: a time beyond the range of a double) counts in no
+    median or p99; how many runs had one comes as `not_computed_<metric>`.
     """
     metrics = _metric_columns()
     stack = F.explode(
@@ -403,13 +408,28 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
     long = runs.select(PROTOCOL, "receive_mode", stack.alias("m")).select(
         PROTOCOL, "receive_mode", "m.metric", "m.value"
     )
+    value = F.col("value")
+    computed = ~F.isnan(value) & (F.abs(value) != F.lit(float("inf")))
     figures = (
-        long.where(F.col("value").isNotNull())
+        long.where(value.isNotNull() & computed)
         .groupBy(PROTOCOL, "receive_mode", "metric")
         .agg(
             F.count("*").alias("traces"),
             F.percentile(F.col("value"), F.lit(0.5)).alias("median"),
             F.percentile(F.col("value"), F.lit(0.99)).alias("p99"),
+        )
+    )
+    not_computed = (
+        long.where(value.isNotNull() & ~computed)
+        .groupBy(PROTOCOL, "receive_mode", "metric")
+        .agg(F.count("*").alias("traces"))
+        .select(
+            PROTOCOL,
+            "receive_mode",
+            F.concat(F.lit(NOT_COMPUTED), F.col("metric")).alias("metric"),
+            "traces",
+            F.lit(None).cast("double").alias("median"),
+            F.lit(None).cast("double").alias("p99"),
         )
     )
     statuses = runs.groupBy(PROTOCOL, "receive_mode", "status").agg(F.count("*").alias("traces"))
@@ -435,5 +455,6 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
         F.lit(None).cast("double").alias("p99"),
     )
     return tables.conform(
-        figures.unionByName(status_rows).unionByName(unverified_rows), tables.PROTOCOL_COMPARISON
+        figures.unionByName(status_rows).unionByName(unverified_rows).unionByName(not_computed),
+        tables.PROTOCOL_COMPARISON,
     )

@@ -22,8 +22,9 @@ from pyspark.sql import functions as F
 from causal_spark import tables
 from causal_spark.app.cli import main, run
 from causal_spark.config import ReplaySettings
+from causal_spark.plots import format_comparison
 from causal_spark.protocols import PROTOCOLS
-from causal_spark.replay import ReplayRequest, program_rows, replay_protocols
+from causal_spark.replay import ReplayRequest, compare_protocols, program_rows, replay_protocols
 from causal_spark.replay_engine import replay
 from tests.conftest import read_delta
 from tests.random_traces import frames, random_trace
@@ -352,3 +353,50 @@ def test_a_trace_too_big_for_a_worker_is_not_applicable_and_the_others_replay(
         if key not in too_big:
             assert (r["status"], r["verified"], r["unsent"]) == ("ok", True, 0), key
             assert r["app_messages"] == (999 if key[0] == "wide" else 1), key
+
+
+def _run_row(trace_id: str, protocol: str, **figures: float) -> dict[str, Any]:
+    """A `protocol_runs` row of an ok run: 10 application messages and these figures."""
+    row: dict[str, Any] = dict.fromkeys(tables.table_schema(tables.PROTOCOL_RUNS).names)
+    row.update(
+        trace_id=trace_id, protocol=protocol, receive_mode="nonselective", params="{}",
+        n_processes=2, timebase="ts", skewed=False, recorded_makespan=1e308, status="ok",
+        app_messages=10, control_messages=0, held_back=1, sender_delay_total=0.0,
+    )  # fmt: skip
+    row.update(figures)
+    return row
+
+
+def test_figures_that_cannot_be_computed_print_as_absent_with_the_reason(
+    spark: SparkSession,
+) -> None:
+    # Times near the top of the double range (valid ts) overflow: a makespan ratio or a
+    # hold-back delay comes out inf or NaN. Over skeen's [1.5, inf, inf] Spark's p99 is
+    # inf + 0.99 * (inf - inf) = NaN, and the median inf: compare printed "inf" and "nan".
+    inf, nan = float("inf"), float("nan")
+    runs = spark.createDataFrame(
+        [
+            _run_row("t1", "skeen", makespan_ratio=1.5, holdback_delay_mean=0.5),
+            _run_row("t2", "skeen", makespan_ratio=inf, holdback_delay_mean=nan),
+            _run_row("t3", "skeen", makespan_ratio=inf, holdback_delay_mean=2.5),
+            _run_row("t1", "none", makespan_ratio=1.0, holdback_delay_mean=None),
+        ],
+        tables.table_schema(tables.PROTOCOL_RUNS),
+    )
+    comparison = compare_protocols(runs)
+    by = {(r["protocol"], r["metric"]): r for r in comparison.collect()}
+    ratio = by[("skeen", "makespan_ratio")]
+    assert (ratio["traces"], ratio["median"], ratio["p99"]) == (1, 1.5, 1.5)
+    assert by[("skeen", "not_computed_makespan_ratio")]["traces"] == 2
+    assert by[("skeen", "holdback_delay_mean")]["traces"] == 2
+    assert by[("skeen", "not_computed_holdback_delay_mean")]["traces"] == 1
+    assert ("none", "not_computed_makespan_ratio") not in by
+    text = format_comparison(comparison)
+    assert not re.search(r"\binf\b|\bnan\b", text), text
+    skeen = next(line for line in text.splitlines() if line.startswith("skeen"))
+    assert "1.50 (1.50)*" in skeen, skeen
+    assert (
+        "* makespan x of skeen (nonselective): absent for 2 run(s), not computed (NaN or"
+        " infinite: a time beyond the range of a double)"
+    ) in text.splitlines()
+    assert "* hold s of skeen (nonselective): absent for 1 run(s)," in text
