@@ -115,6 +115,9 @@ class ReplaySettings:
     params: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # seconds a control message takes on a channel (and trace) without recorded latencies
     default_latency: float = 1.0
+    # the most a (trace, protocol) replay may take at its estimated peak; a bigger one is
+    # `not_applicable` (docs/replay.md). 4 GiB: two at once fit the local profile's machine
+    max_run_bytes: int = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -273,11 +276,15 @@ def _replay_settings(raw: Mapping[str, Any]) -> ReplaySettings:
     latency = raw.get("default_latency", defaults.default_latency)
     if isinstance(latency, bool) or not isinstance(latency, int | float) or latency <= 0:
         raise ConfigError(f"replay.default_latency must be a positive number, found {latency!r}")
+    limit = raw.get("max_run_bytes", defaults.max_run_bytes)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise ConfigError(f"replay.max_run_bytes must be a positive integer, found {limit!r}")
     return ReplaySettings(
         protocols=tuple(str(p) for p in protocols),
         receive_mode=mode,
         params={str(k): {str(a): str(b) for a, b in v.items()} for k, v in params.items()},
         default_latency=float(latency),
+        max_run_bytes=limit,
     )
 
 

@@ -6,12 +6,14 @@ small aggregated results are collected to the driver.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
+from causal_spark.replay import NOT_COMPUTED
 
 SHOWN_METRICS: tuple[str, ...] = (
     "control_per_app",
@@ -32,7 +34,10 @@ _SHORT = {
 
 
 def format_comparison(comparison: DataFrame) -> str:
-    """A text table: one line per (protocol, mode), median (p99) of each metric, run statuses."""
+    """A text table: one line per (protocol, mode), median (p99) of each metric, run statuses.
+
+    A figure that could not be computed in some runs (`not_computed_<metric>` rows) is
+    marked `*` (or `-*` when no run had it) and explained below the table."""
     rows = comparison.collect()
     by_key: dict[tuple[str, str], dict[str, tuple[int, float | None, float | None]]] = {}
     for row in rows:
@@ -44,15 +49,23 @@ def format_comparison(comparison: DataFrame) -> str:
         + "  runs"
     )
     lines = ["protocol comparison: median (p99) across traces", header]
+    notes = []
     for key in sorted(by_key):
         found = by_key[key]
         cells = []
         for metric in SHOWN_METRICS:
+            missing = found.get(NOT_COMPUTED + metric)
+            mark = "*" if missing else ""
+            if missing:
+                notes.append(
+                    f"* {_SHORT[metric]} of {key[0]} ({key[1]}): absent for {missing[0]} run(s),"
+                    " not computed (NaN or infinite: a time beyond the range of a double)"
+                )
             if metric in found:
                 _, median, p99 = found[metric]
-                cells.append(f"{_num(median)} ({_num(p99)})".rjust(20))
+                cells.append(f"{_num(median)} ({_num(p99)}){mark}".rjust(20))
             else:
-                cells.append(f"{'-':>20}")
+                cells.append(f"-{mark}".rjust(20))
         statuses = ", ".join(
             f"{name[len('status_') :]} {found[name][0]}"
             for name in sorted(found)
@@ -62,11 +75,11 @@ def format_comparison(comparison: DataFrame) -> str:
         if failed:
             statuses += f", VERIFICATION FAILED {failed[0]}"
         lines.append(f"{key[0]:<14}{key[1]:<13}" + "".join(cells) + f"  {statuses}")
-    return "\n".join(lines)
+    return "\n".join(lines + notes)
 
 
 def _num(value: float | None) -> str:
-    if value is None:
+    if value is None or not math.isfinite(value):
         return "-"
     if value == 0 or 0.01 <= abs(value) < 10_000:
         return f"{value:.2f}"

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from causal_spark import columns as C
-from causal_spark import tables
+from causal_spark import replay_size, tables
 from causal_spark._spark import checkpoint
 from causal_spark.clocks import CLOCK_STATUS_INVALID
 from causal_spark.protocols import PROTOCOLS, ProtocolParamError
@@ -64,6 +64,9 @@ class ReplayRequest:
     receive_mode: str = NONSELECTIVE
     params: Mapping[str, Mapping[str, str]] | None = None
     default_latency: float = 1.0
+    # a (trace, protocol) whose estimated peak memory exceeds this is not replayed
+    # (`not_applicable`, with the estimate); None: no limit (docs/replay.md)
+    max_run_bytes: int | None = None
 
     def validate(self) -> ReplayRequest:
         if not self.protocols:
@@ -90,6 +93,8 @@ class ReplayRequest:
             raise ReplayRequestError(
                 f"default latency must be positive, found {self.default_latency}"
             )
+        if self.max_run_bytes is not None and self.max_run_bytes <= 0:
+            raise ReplayRequestError(f"max_run_bytes must be positive, found {self.max_run_bytes}")
         return self
 
     def params_of(self, name: str) -> Mapping[str, str]:
@@ -178,9 +183,11 @@ def replay_protocols(programs: DataFrame, request: ReplayRequest) -> ReplayTable
     mode = request.receive_mode
     params = {name: dict(request.params_of(name)) for name in request.protocols}
     latency = request.default_latency
+    limit = request.max_run_bytes
 
     def per_group(table: pa.Table) -> pa.Table:
-        return pa.Table.from_batches(list(_replay_group(table, mode, params, latency)), _ARROW_ROWS)
+        batches = _replay_group(table, mode, params, latency, limit)
+        return pa.Table.from_batches(list(batches), _ARROW_ROWS)
 
     rows = checkpoint(
         programs.crossJoin(F.broadcast(names))
@@ -199,6 +206,7 @@ def _replay_group(
     mode: str,
     params: Mapping[str, Mapping[str, str]],
     default_latency: float,
+    max_run_bytes: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     trace_id = str(table.column(C.TRACE_ID)[0].as_py())
     name = str(table.column(PROTOCOL)[0].as_py())
@@ -229,6 +237,10 @@ def _replay_group(
             None,
             {},
         )
+        return
+    too_big = replay_size.too_big(replay_size.group_shape(table), name, max_run_bytes)
+    if too_big is not None:  # before the layout: it would hold the whole trace too
+        yield _run_batch(head, "ts", False, 0.0, STATUS_NOT_APPLICABLE, too_big, None, {})
         return
     try:
         ctrace = layout(
@@ -344,6 +356,9 @@ def _ints(column: Sequence[int | None] | np.ndarray) -> pa.Array:
 # ---------------------------------------------------------------------------------------------
 # comparison across traces
 
+# the prefix of a comparison row counting runs whose figure was NaN or infinite
+NOT_COMPUTED = "not_computed_"
+
 COMPARED_METRICS: Mapping[str, str] = {
     "control_per_app": "control messages per application message",
     "piggyback_ints_mean": "integers piggybacked per application message",
@@ -377,7 +392,9 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
     Input: `protocol_runs`. Runs that did not replay (not_applicable, error)
     have no figures and count in no metric; a metric's `traces` says how many
     traces it is over. Status counts come as metrics `status_<status>` (median
-    and p99 are then null; `traces` is the count).
+    and p99 are then null; `traces` is the count). A figure that could not be
+    computed (NaN or infinite: a time beyond the range of a double) counts in no
+    median or p99; how many runs had one comes as `not_computed_<metric>`.
     """
     metrics = _metric_columns()
     stack = F.explode(
@@ -391,13 +408,28 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
     long = runs.select(PROTOCOL, "receive_mode", stack.alias("m")).select(
         PROTOCOL, "receive_mode", "m.metric", "m.value"
     )
+    value = F.col("value")
+    computed = ~F.isnan(value) & (F.abs(value) != F.lit(float("inf")))
     figures = (
-        long.where(F.col("value").isNotNull())
+        long.where(value.isNotNull() & computed)
         .groupBy(PROTOCOL, "receive_mode", "metric")
         .agg(
             F.count("*").alias("traces"),
             F.percentile(F.col("value"), F.lit(0.5)).alias("median"),
             F.percentile(F.col("value"), F.lit(0.99)).alias("p99"),
+        )
+    )
+    not_computed = (
+        long.where(value.isNotNull() & ~computed)
+        .groupBy(PROTOCOL, "receive_mode", "metric")
+        .agg(F.count("*").alias("traces"))
+        .select(
+            PROTOCOL,
+            "receive_mode",
+            F.concat(F.lit(NOT_COMPUTED), F.col("metric")).alias("metric"),
+            "traces",
+            F.lit(None).cast("double").alias("median"),
+            F.lit(None).cast("double").alias("p99"),
         )
     )
     statuses = runs.groupBy(PROTOCOL, "receive_mode", "status").agg(F.count("*").alias("traces"))
@@ -423,5 +455,6 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
         F.lit(None).cast("double").alias("p99"),
     )
     return tables.conform(
-        figures.unionByName(status_rows).unionByName(unverified_rows), tables.PROTOCOL_COMPARISON
+        figures.unionByName(status_rows).unionByName(unverified_rows).unionByName(not_computed),
+        tables.PROTOCOL_COMPARISON,
     )

@@ -394,25 +394,24 @@ class Engine:
         """Protocol state at p changed: deliver what can be delivered, wake a blocked receive."""
         self.protocol.settle(p, t)
         if not self.selective:
-            # passes over the pending copies in arrival order, each delivering what it can,
-            # until a pass delivers nothing (a delivery may enable an earlier copy)
+            # the earliest-arrived deliverable copy, then the scan starts again from the
+            # beginning (docs/replay.md, "Which message a receive takes"): a delivery may
+            # enable an earlier copy, which goes before the later ones
             pending = self._pending[p]
-            progress = True
-            while progress and pending:
-                progress = False
-                kept: list[int] = []
-                for m in pending:
-                    bypass = self._bypass(m)
-                    if bypass or self.protocol.deliverable(p, m):
-                        self._deliver(p, m, t)
-                        self._ready[p].append(m)
-                        if not bypass:
-                            self.protocol.delivered(p, m, t)
-                            self.protocol.settle(p, t)
-                        progress = True
-                    else:
-                        kept.append(m)
-                pending[:] = kept
+            i = 0
+            while i < len(pending):
+                m = pending[i]
+                bypass = self._bypass(m)
+                if not bypass and not self.protocol.deliverable(p, m):
+                    i += 1
+                    continue
+                del pending[i]
+                self._deliver(p, m, t)
+                self._ready[p].append(m)
+                if not bypass:  # the state changed: held-back control messages, then copies
+                    self.protocol.delivered(p, m, t)
+                    self.protocol.settle(p, t)
+                    i = 0
         if self._state[p] == _WAIT_RECEIVE and self._try_take(p, t):
             self._state[p] = _READY
             self._complete(p, t)
@@ -624,20 +623,27 @@ class Engine:
             "makespan_ratio": makespan / recorded
             if makespan is not None and recorded > 0
             else None,
-            "lost": sum(1 for m in app if trace.latency[m] is None) if ran else None,
-            "undelivered": sum(
-                1 for m in app if trace.latency[m] is not None and self.delivery_time[m] is None
-            )
-            if ran
-            else None,
-            "untaken": sum(
-                1
-                for m in range(len(trace.msg_id))
-                if self.delivery_time[m] is not None and self.take_time[m] is None
-            )
-            if ran
-            else None,
         }
+        if ran:
+            every = range(len(trace.msg_id))
+            delivered, taken = self.delivery_time, self.take_time
+            figures["lost"] = sum(
+                1 for m in app if self.post_time[m] is not None and trace.latency[m] is None
+            )
+            figures["undelivered"] = sum(
+                1 for m in every if self.arrival_time[m] is not None and delivered[m] is None
+            )
+            figures["untaken"] = sum(
+                1 for m in every if delivered[m] is not None and taken[m] is None
+            )
+            figures["unsent"] = sum(1 for m in app if self.post_time[m] is None)
+            wrong = accounting_error(
+                figures, sum(1 for m in every if taken[m] is not None), len(trace.msg_id)
+            )
+            if wrong is not None:
+                status, reason = STATUS_ERROR, wrong
+        else:
+            figures.update(dict.fromkeys(ACCOUNTS))
         return Run(
             status=status,
             reason=reason,
@@ -742,6 +748,24 @@ class Engine:
             if hit.any():
                 return False
         return True
+
+
+# where the copies of a run end, besides taken (docs/replay.md, "Every copy ends in one place")
+ACCOUNTS = ("untaken", "undelivered", "lost", "unsent")
+
+
+def accounting_error(
+    figures: Mapping[str, float | int | None], taken: int, copies: int
+) -> str | None:
+    """Why a run's copies do not add up (taken + untaken + undelivered + lost + unsent
+    = the trace's copies, docs/replay.md), or None when they do. A run that fails this check
+    is reported `error` with this reason: its figures cannot be trusted."""
+    counts = {"taken": taken, **{key: figures.get(key) for key in ACCOUNTS}}
+    total = sum(int(v or 0) for v in counts.values())
+    if total == copies and all(v is not None for v in counts.values()):
+        return None
+    parts = " + ".join(f"{key} {value}" for key, value in counts.items())
+    return f"the copies do not add up: {parts} = {total}, but the trace has {copies} copies"
 
 
 def _close(a: float | None, b: float | None) -> bool:

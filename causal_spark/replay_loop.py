@@ -58,11 +58,13 @@ from causal_spark.replay_engine import (
     RECEIVE,
     SEND,
     STATUS_DEADLOCK,
+    STATUS_ERROR,
     STATUS_NOT_APPLICABLE,
     STATUS_OK,
     STATUS_STALLED,
     Run,
     TraceShapeError,
+    accounting_error,
 )
 
 
@@ -840,24 +842,21 @@ def notify(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     """Protocol state at p changed: deliver what can be delivered, wake a blocked receive."""
     _settle(st, eng, lay, p, t)
     if not eng.flags[F_SELECTIVE]:
-        # passes over the pending copies in arrival order, each delivering what it can,
-        # until a pass delivers nothing (a delivery may enable an earlier copy)
-        progress = True
-        while progress and eng.pend_head[p] >= 0:
-            progress = False
-            m = eng.pend_head[p]
-            while m >= 0:
-                following = eng.pnext[m]
-                skip = bypass(eng, lay, m)
-                if skip or _deliverable(st, eng, lay, p, m):
-                    _unlink_pending(eng, p, m)
-                    eng.del_t[m] = t
-                    queue_append(eng.rdy_head, eng.rdy_tail, eng.rnext, p, m)
-                    if not skip:
-                        _delivered(st, eng, lay, p, m, t)
-                        _settle(st, eng, lay, p, t)
-                    progress = True
-                m = following
+        # the earliest-arrived deliverable copy, then the scan starts again from the
+        # beginning (docs/replay.md): a delivery may enable an earlier copy
+        m = eng.pend_head[p]
+        while m >= 0:
+            following = eng.pnext[m]
+            skip = bypass(eng, lay, m)
+            if skip or _deliverable(st, eng, lay, p, m):
+                _unlink_pending(eng, p, m)
+                eng.del_t[m] = t
+                queue_append(eng.rdy_head, eng.rdy_tail, eng.rnext, p, m)
+                if not skip:  # the state changed: held-back control messages, then copies
+                    _delivered(st, eng, lay, p, m, t)
+                    _settle(st, eng, lay, p, t)
+                    following = eng.pend_head[p]
+            m = following
     if eng.state[p] == WAIT_RECEIVE and _try_take(st, eng, lay, p, t):
         eng.state[p] = READY
         _complete(eng, lay, p, t)
@@ -1109,7 +1108,9 @@ def _result(
     if status == STATUS_OK and not trace.n:
         makespan = 0.0
     recorded = trace.end - trace.start
-    lost = app & np.isnan(lay.latency)
+    posted = ~np.isnan(eng.post_t)
+    taken = ~np.isnan(eng.take_t)
+    delivered = ~np.isnan(deliv)
     figures = {
         "app_messages": int(app.sum()),
         "control_messages": int(eng.cnt[K_CONTROL]),
@@ -1127,10 +1128,15 @@ def _result(
         "max_holdback_buffer": int(eng.cnt[K_MAX_BUFFER]),
         "makespan": makespan,
         "makespan_ratio": makespan / recorded if makespan is not None and recorded > 0 else None,
-        "lost": int(lost.sum()),
-        "undelivered": int((app & ~lost & np.isnan(deliv)).sum()),
-        "untaken": int((~np.isnan(deliv) & np.isnan(eng.take_t)).sum()),
+        # where each copy ends (docs/replay.md): besides taken, exactly one of these
+        "lost": int((app & posted & np.isnan(lay.latency)).sum()),
+        "undelivered": int((~np.isnan(arr) & ~delivered).sum()),
+        "untaken": int((delivered & ~taken).sum()),
+        "unsent": int((app & ~posted).sum()),
     }
+    wrong = accounting_error(figures, int(taken.sum()), count)
+    if wrong is not None:
+        status, reason = STATUS_ERROR, wrong
     held_back = np.where(both, (deliv > arr).astype(np.float64), np.nan)
     return Run(
         status=status,
@@ -1153,7 +1159,7 @@ _FIGURES = (
     "piggyback_ints_mean", "piggyback_ints_max", "piggyback_bytes_total", "held_back",
     "holdback_delay_total", "holdback_delay_mean", "holdback_delay_p99", "holdback_delay_max",
     "sender_delay_total", "max_holdback_buffer", "makespan", "makespan_ratio", "lost",
-    "undelivered", "untaken",
+    "undelivered", "untaken", "unsent",
 )  # fmt: skip
 
 

@@ -36,6 +36,8 @@ def test_cluster_profile_leaves_master_to_spark_submit() -> None:
         pytest.param("clocks: {slab_event: 10}\n", "unknown key", id="typo-in-clocks"),
         pytest.param("clocks: {graph_backend: nx}\n", "graph_backend", id="bad-graph"),
         pytest.param("clocks: {matrix: 'yes'}\n", "clocks.matrix", id="matrix-not-bool"),
+        pytest.param("replay: {max_run_bytes: 0}\n", "replay.max_run_bytes", id="zero-run-bytes"),
+        pytest.param("replay: {max_run_bytes: 4.5}\n", "replay.max_run_bytes", id="float-bytes"),
     ],
 )
 def test_bad_profiles_are_rejected_with_the_reason(tmp_path: Path, text: str, message: str) -> None:

@@ -9,6 +9,7 @@ and the tables must not depend on partitioning.
 from __future__ import annotations
 
 import random
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ from pyspark.sql import functions as F
 
 from causal_spark import tables
 from causal_spark.app.cli import main, run
+from causal_spark.config import ReplaySettings
+from causal_spark.plots import format_comparison
 from causal_spark.protocols import PROTOCOLS
-from causal_spark.replay import ReplayRequest, program_rows, replay_protocols
+from causal_spark.replay import ReplayRequest, compare_protocols, program_rows, replay_protocols
 from causal_spark.replay_engine import replay
 from tests.conftest import read_delta
 from tests.random_traces import frames, random_trace
@@ -33,7 +36,14 @@ from tests.replay_traces import (
     worked,
 )
 
-FIGURES = ["app_messages", "control_messages", "piggyback_ints_total", "held_back", "makespan"]
+FIGURES = [
+    "app_messages",
+    "control_messages",
+    "piggyback_ints_total",
+    "held_back",
+    "makespan",
+    "unsent",
+]
 
 
 @pytest.fixture(scope="module")
@@ -296,3 +306,97 @@ def test_a_trace_whose_rows_cannot_form_programs_gets_an_error_row_not_a_crash()
     assert run_row["status"] == "error"
     assert run_row["reason"] == "trace t: process P jumps to lseq 3 after 1"
     assert run_row["verified"] is None
+
+
+def _program_rows(trace_id: str, n: int) -> list[tuple[Any, ...]]:
+    """`program_rows` of a hand-made trace: P0 sends one message to each other process
+    (P0's send #k at ts k), which receives it 1 s later."""
+    rows: list[tuple[Any, ...]] = []
+    for k in range(1, n):
+        mid = f"{trace_id}-{k}"
+        rows.append((trace_id, "P0", 0, k, "send", float(k), 2 * k - 1, mid, k, True))
+        rows.append((trace_id, f"P{k}", k, 1, "receive", float(k + 1), 2 * k, mid, 0, True))
+    return rows
+
+
+def test_a_trace_too_big_for_a_worker_is_not_applicable_and_the_others_replay(
+    spark: SparkSession,
+) -> None:
+    # issue 17 for replay: 1 000 processes put rst's, sa's and ses's n^3 integers of state
+    # (8 GB) past the default replay.max_run_bytes (4 GiB): those runs are not_applicable,
+    # with the estimate, and the job goes on; none replays the wide trace, and a 2-process
+    # trace of the same run replays under every protocol.
+    programs = spark.createDataFrame(
+        _program_rows("wide", 1000) + _program_rows("narrow", 2),
+        "trace_id string, process string, pidx int, lseq long, kind string, ts double, "
+        "lamport long, msg_id string, peer int, valid boolean",
+    )
+    limit = ReplaySettings().max_run_bytes
+    request = ReplayRequest(protocols=("none", "rst", "sa", "ses"), max_run_bytes=limit)
+    runs = {
+        (r["trace_id"], r["protocol"]): r
+        for r in replay_protocols(programs, request).runs.collect()
+    }
+    too_big = {key for key, r in runs.items() if r["status"] == "not_applicable"}
+    assert too_big == {("wide", "rst"), ("wide", "sa"), ("wide", "ses")}
+    for key in too_big:
+        reason = runs[key]["reason"]
+        assert re.fullmatch(
+            r"estimated peak memory (\S+) MiB \((\d+) B\) exceeds replay.max_run_bytes "
+            rf"4096.0 MiB \({limit} B\) \(1998 rows, n = 1000, .*",
+            reason,
+        ), reason
+        estimate = int(re.findall(r"\((\d+) B\)", reason)[0])
+        assert estimate > 8 * 1000**3  # the n x n x n matrices alone
+        assert runs[key]["app_messages"] is None
+    for key, r in runs.items():
+        if key not in too_big:
+            assert (r["status"], r["verified"], r["unsent"]) == ("ok", True, 0), key
+            assert r["app_messages"] == (999 if key[0] == "wide" else 1), key
+
+
+def _run_row(trace_id: str, protocol: str, **figures: float) -> dict[str, Any]:
+    """A `protocol_runs` row of an ok run: 10 application messages and these figures."""
+    row: dict[str, Any] = dict.fromkeys(tables.table_schema(tables.PROTOCOL_RUNS).names)
+    row.update(
+        trace_id=trace_id, protocol=protocol, receive_mode="nonselective", params="{}",
+        n_processes=2, timebase="ts", skewed=False, recorded_makespan=1e308, status="ok",
+        app_messages=10, control_messages=0, held_back=1, sender_delay_total=0.0,
+    )  # fmt: skip
+    row.update(figures)
+    return row
+
+
+def test_figures_that_cannot_be_computed_print_as_absent_with_the_reason(
+    spark: SparkSession,
+) -> None:
+    # Times near the top of the double range (valid ts) overflow: a makespan ratio or a
+    # hold-back delay comes out inf or NaN. Over skeen's [1.5, inf, inf] Spark's p99 is
+    # inf + 0.99 * (inf - inf) = NaN, and the median inf: compare printed "inf" and "nan".
+    inf, nan = float("inf"), float("nan")
+    runs = spark.createDataFrame(
+        [
+            _run_row("t1", "skeen", makespan_ratio=1.5, holdback_delay_mean=0.5),
+            _run_row("t2", "skeen", makespan_ratio=inf, holdback_delay_mean=nan),
+            _run_row("t3", "skeen", makespan_ratio=inf, holdback_delay_mean=2.5),
+            _run_row("t1", "none", makespan_ratio=1.0, holdback_delay_mean=None),
+        ],
+        tables.table_schema(tables.PROTOCOL_RUNS),
+    )
+    comparison = compare_protocols(runs)
+    by = {(r["protocol"], r["metric"]): r for r in comparison.collect()}
+    ratio = by[("skeen", "makespan_ratio")]
+    assert (ratio["traces"], ratio["median"], ratio["p99"]) == (1, 1.5, 1.5)
+    assert by[("skeen", "not_computed_makespan_ratio")]["traces"] == 2
+    assert by[("skeen", "holdback_delay_mean")]["traces"] == 2
+    assert by[("skeen", "not_computed_holdback_delay_mean")]["traces"] == 1
+    assert ("none", "not_computed_makespan_ratio") not in by
+    text = format_comparison(comparison)
+    assert not re.search(r"\binf\b|\bnan\b", text), text
+    skeen = next(line for line in text.splitlines() if line.startswith("skeen"))
+    assert "1.50 (1.50)*" in skeen, skeen
+    assert (
+        "* makespan x of skeen (nonselective): absent for 2 run(s), not computed (NaN or"
+        " infinite: a time beyond the range of a double)"
+    ) in text.splitlines()
+    assert "* hold s of skeen (nonselective): absent for 1 run(s)," in text

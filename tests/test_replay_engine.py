@@ -17,7 +17,9 @@ from causal_spark.protocols import PROTOCOLS, ProtocolParamError
 from causal_spark.protocols.base import Protocol
 from causal_spark.protocols.none import NoProtocol
 from causal_spark.replay_engine import (
+    ACCOUNTS,
     STATUS_DEADLOCK,
+    STATUS_ERROR,
     STATUS_NOT_APPLICABLE,
     STATUS_OK,
     ReplayTrace,
@@ -226,9 +228,21 @@ def test_verification_invariants_hold_on_random_traces(name: str, selective: boo
             # without lost messages every asynchronous protocol is live
             assert run.status == STATUS_OK, (trace.trace_id, name, run.reason)
         _check_times(trace, run)
+        assert_accounted(trace, run)
     assert applied >= 100
     lost_free = [t for t in RANDOM if t.lost == 0 and len(t.msg_id) >= 10]
     assert len(lost_free) >= 100  # the liveness check above is not vacuous
+
+
+def assert_accounted(trace: ReplayTrace, run: Run) -> None:
+    """Every copy ends in one place (DESIGN §4): taken + untaken + undelivered + lost +
+    unsent = the trace's copies, counted here from the run's receives, not its check."""
+    if run.status == STATUS_NOT_APPLICABLE:
+        return
+    assert run.status != STATUS_ERROR, (trace.trace_id, run.reason)
+    taken = sum(1 for lseq in run.taken_by if lseq is not None and lseq >= 0)
+    ends = [run.figures[key] for key in ACCOUNTS]
+    assert taken + sum(int(v or 0) for v in ends) == len(trace.msg_id), (trace.trace_id, ends)
 
 
 def _check_times(trace: ReplayTrace, run: Run) -> None:

@@ -20,7 +20,7 @@ from causal_spark.protocols import PROTOCOLS, ProtocolParamError
 from causal_spark.replay_engine import ReplayTrace, Run, TraceShapeError, build_trace, replay
 from causal_spark.replay_loop import CompiledTrace, layout, replay_compiled, warm_up
 from tests.replay_traces import WORKED, worked
-from tests.test_replay_engine import RANDOM
+from tests.test_replay_engine import RANDOM, assert_accounted
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -45,6 +45,7 @@ def _value(x: Any) -> Any:
 def assert_same_run(trace: ReplayTrace, ref: Run, ctrace: CompiledTrace, got: Run) -> None:
     where = (trace.trace_id,)
     assert (got.status, got.reason, got.verified) == (ref.status, ref.reason, ref.verified), where
+    assert_accounted(trace, ref)
     for key, want in ref.figures.items():
         have = got.figures[key]
         if want is None:

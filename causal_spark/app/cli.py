@@ -255,6 +255,7 @@ def replay_request(args: argparse.Namespace, config: Config) -> ReplayRequest:
         receive_mode=args.receive_mode or settings.receive_mode,
         params=params,
         default_latency=settings.default_latency,
+        max_run_bytes=settings.max_run_bytes,
     ).validate()
 
 
