@@ -53,6 +53,7 @@ from causal_spark.clocks.plan import (
     _events_output_schema,
     _output,
 )
+from causal_spark.clocks.recorded import RECORDED_VC, carried, restored
 from causal_spark.clocks.scratch import read_staged, rows_by_key, stage_by_key
 from causal_spark.clocks.units_kernel import units_clocks_at
 from causal_spark.config import ClockSettings
@@ -226,6 +227,8 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
         C.LAMPORT: pa.array(clocks.lamport, pa.int64(), mask=~valid),
         C.VC: _ragged_lists(clocks.vc, clocks.offsets, valid),
     }
+    if RECORDED_VC in events.column_names:
+        built[RECORDED_VC] = restored(events.column(RECORDED_VC))
     schema = tables.to_arrow(_events_output_schema())
     return pa.table(
         [built[f.name] if f.name in built else events.column(f.name) for f in schema],
@@ -352,6 +355,7 @@ def _narrow_events(events: DataFrame, named: DataFrame, key: Column) -> DataFram
         C.SEQ,
         C.LINE,
         SOURCE_CODE,
+        *([carried()] if RECORDED_VC in events.columns else []),
     )
 
 

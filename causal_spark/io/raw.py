@@ -177,3 +177,31 @@ def whole_file_rows(spark: SparkSession, rejected: Sequence[tuple[InputFile, str
     return (
         spark.createDataFrame(rows, RAW_SCHEMA) if rows else spark.createDataFrame([], RAW_SCHEMA)
     )
+
+
+# events.recorded_vc: the recorded clock as an array in pidx order (the raw rows' map, keyed
+# by process name, arranged by the trace's processes)
+RECORDED_VC_TYPE = T.ArrayType(T.LongType())
+
+
+def recorded_in_pidx_order(events: DataFrame, pidx: DataFrame) -> DataFrame:
+    """`events` with `recorded_vc` (a raw row's map process -> count) as an array in pidx
+    order: entry i is what the map gives the trace's process of pidx i, 0 where it names
+    none (GoVector leaves zero entries out); null stays null.
+
+    `pidx`: trace_id, process, pidx of every process of `events`' traces (broadcast, as
+    ingest's own process index is). An entry naming a process the trace does not have
+    (every row of it quarantined) has no place in the array and is left out."""
+    order = "__cs_process_order"
+    processes = pidx.groupBy(C.TRACE_ID).agg(
+        F.sort_array(F.collect_list(F.struct(C.PIDX, C.PROCESS))).alias(order)
+    )
+    clock = F.col(RECORDED_VC)
+    as_array = F.transform(
+        F.col(order), lambda p: F.coalesce(F.try_element_at(clock, p[C.PROCESS]), F.lit(0))
+    )
+    return (
+        events.join(F.broadcast(processes), C.TRACE_ID, "left")
+        .withColumn(RECORDED_VC, F.when(clock.isNotNull(), as_array).cast(RECORDED_VC_TYPE))
+        .drop(order)
+    )

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from causal_spark import columns as C
 from causal_spark._spark import checkpoint
 from causal_spark.config import IngestSettings
-from causal_spark.io.raw import RAW_SCHEMA, SUB, InputError, InputFile, with_file_ids
+from causal_spark.io.raw import RAW_SCHEMA, SUB, InputError, InputFile, Inputs, with_file_ids
 from causal_spark.io.readers import base as native
 from causal_spark.io.readers import dctracing, events, jaeger, otlp, shiviz, zipkin
 
@@ -125,6 +125,13 @@ NATIVE: tuple[Reader, ...] = tuple(
     NativeReader(module.READER) for module in (otlp, jaeger, zipkin, dctracing, shiviz)
 )
 READERS: dict[str, Reader] = {reader.name: reader for reader in (*NATIVE, *OURS)}
+# the readers whose rows carry the clock the log recorded (`recorded_vc`)
+RECORDING_CLOCKS: frozenset[str] = frozenset({dctracing.NAME, shiviz.NAME})
+
+
+def records_clocks(inputs: Inputs) -> bool:
+    """Whether a reader of `inputs` gives recorded clocks."""
+    return any(f.reader in RECORDING_CLOCKS for f in inputs.files)
 
 
 def sniff_format(head: bytes) -> str | None:
