@@ -83,6 +83,7 @@ from causal_spark.ingest.typed import (
     trace_ids,
     type_rows,
 )
+from causal_spark.io.readers import records_clocks
 from causal_spark.io.sources import FILE_ID, Inputs
 
 __all__ = [
@@ -210,7 +211,7 @@ def ingest(
 
     # step 5: the tables
     pidx = process_index(kept_rows)
-    events = events_of(kept_rows, removed, pidx, files)
+    events = events_of(kept_rows, removed, pidx, files, records_clocks(inputs))
     final_messages = messages_of(messages, seconds, removed, pidx)
     quarantine = quarantine_of(
         by_process, rejected, files, seq_files, reread or filtered_reread(raw)

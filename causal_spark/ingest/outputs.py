@@ -30,6 +30,7 @@ from causal_spark.ingest.rules import (
 from causal_spark.ingest.typed import (
     accepted,
 )
+from causal_spark.io.raw import RECORDED_VC, recorded_in_pidx_order
 from causal_spark.io.sources import FILE_ID, SUB
 
 
@@ -54,8 +55,12 @@ def process_index(kept: DataFrame) -> DataFrame:
     return processes.select(C.TRACE_ID, C.PROCESS, rank.cast("int").alias(C.PIDX))
 
 
-def events_of(kept: DataFrame, removed: Removed, pidx: DataFrame, files: DataFrame) -> DataFrame:
-    """The accepted rows grouped into events where they are (a multicast group is one)."""
+def events_of(
+    kept: DataFrame, removed: Removed, pidx: DataFrame, files: DataFrame, recorded: bool = False
+) -> DataFrame:
+    """The accepted rows grouped into events where they are (a multicast group is one).
+
+    `recorded`: the rows may carry recorded clocks (`recorded_in_pidx_order`)."""
     first = F.struct(FILE_ID, C.LINE, SUB)
     # grouped by the event's identity: the order the rows already have (no sort, no shuffle)
     grouped = kept.groupBy(*EVENT).agg(
@@ -64,6 +69,7 @@ def events_of(kept: DataFrame, removed: Removed, pidx: DataFrame, files: DataFra
         F.min_by(C.TS, first).alias(C.TS),
         F.min_by(C.LABEL, first).alias(C.LABEL),
         F.min_by(C.SEQ, first).alias(C.SEQ),
+        F.min_by(RECORDED_VC, first).alias(RECORDED_VC),
         F.min(first).alias("__cs_first"),
         F.count(F.when(F.col(C.KIND) == C.SEND, 1)).cast("int").alias(C.N_MSGS),
     )
@@ -88,8 +94,13 @@ def events_of(kept: DataFrame, removed: Removed, pidx: DataFrame, files: DataFra
             F.col("__cs_first.line").alias(C.LINE),
             F.lit(None).cast("long").alias(C.LAMPORT),
             F.lit(None).cast("array<int>").alias(C.VC),
+            RECORDED_VC,
         )
     )
+    if recorded:
+        events = recorded_in_pidx_order(events, pidx)
+    else:  # no reader of these rows records clocks: no join
+        events = events.withColumn(RECORDED_VC, F.lit(None))
     return tables.conform(events, tables.EVENTS)
 
 

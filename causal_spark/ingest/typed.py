@@ -19,6 +19,7 @@ from causal_spark.io.sources import (
     PARSE_ERROR,
     PARSE_REASON,
     RAW_COLUMNS,
+    RECORDED_VC,
     SUB,
     TRACE_SUFFIX,
     Inputs,
@@ -147,7 +148,7 @@ def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
 
     Input: raw rows (`io.sources.RAW_SCHEMA`) and `file_table`. Output: file_id, line,
     sub, raw (only on rejected rows), trace_id, process, seq (long), kind (normalised),
-    msg_id, peer, ts (double seconds), size_bytes (long), label, reason (`malformed`, a
+    msg_id, peer, ts (double seconds), size_bytes (long), label, recorded_vc, reason (`malformed`, a
     reader's reason, or null) and the detail parts.
     """
     missing = [c for c in RAW_COLUMNS if c not in raw.columns]
@@ -177,6 +178,7 @@ def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
         _parsed_ts(_blank_to_null(F.col(C.TS))).alias(C.TS),
         _try_long(F.col(C.SIZE_BYTES)).alias("__cs_size"),
         F.col(C.LABEL),
+        F.col(RECORDED_VC),
     )
     before, after = _malformed_rules(F.col("__cs_kind_text"))
     pre, post = _details(before), _details(after)
@@ -196,6 +198,7 @@ def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
         C.TS,
         F.coalesce(F.col("__cs_size"), F.lit(0)).alias(C.SIZE_BYTES),
         C.LABEL,
+        RECORDED_VC,
         F.col("__cs_raw_seq").isNotNull().alias(SEQ_GIVEN),
         F.col(PARSE_ERROR).isNull().alias(PARSED),
         F.when(rejected, F.coalesce(F.col(PARSE_REASON), F.lit(C.MALFORMED))).alias(C.REASON),
