@@ -69,6 +69,8 @@ class ClockCounts:
     invalid_traces: int
     clock_passes: int
     component_rounds: int
+    # events whose recorded clock differs from the computed one (`clock_mismatches`)
+    clock_mismatches: int = 0
 
     def flat(self) -> dict[str, int]:
         return {
@@ -76,13 +78,19 @@ class ClockCounts:
             "invalid_traces": self.invalid_traces,
             "clock_passes": self.clock_passes,
             "component_rounds": self.component_rounds,
+            "clock_mismatches": self.clock_mismatches,
         }
 
     def line(self) -> str:
+        mismatches = (
+            f"; recorded clocks that differ from the computed ones: {self.clock_mismatches}"
+            if self.clock_mismatches
+            else ""
+        )
         return (
             f"clocks: {self.traces} trace(s), {self.invalid_traces} INVALID "
             f"(causal cycle); {self.clock_passes} clock pass(es), "
-            f"{self.component_rounds} component round(s)"
+            f"{self.component_rounds} component round(s){mismatches}"
         )
 
 

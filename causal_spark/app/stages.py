@@ -27,6 +27,7 @@ from causal_spark.app.counts import (
 from causal_spark.app.runs import Stage, StageContext
 from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_clocks
 from causal_spark.clocks.matrix import with_matrix_clocks
+from causal_spark.clocks.recorded import clock_mismatches
 from causal_spark.ingest import ingest
 from causal_spark.io.sources import only_files, read_raw_rows
 from causal_spark.replay import (
@@ -92,6 +93,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
         result = with_clocks(events, messages, settings)
         # the tasks that compute the vectors write them (they never cross into the JVM)
         clocked = context.stage_through(tables.EVENTS, result.run_and_write)
+        context.stage(tables.CLOCK_MISMATCHES, clock_mismatches(clocked))
         status = context.stage(
             tables.TRACE_CLOCKS, trace_clock_status(clocked, events, messages, result.plan)
         )
@@ -104,6 +106,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
             invalid_traces=by_status.get(CLOCK_STATUS_INVALID, 0),
             clock_passes=result.clock_passes,
             component_rounds=result.component_rounds,
+            clock_mismatches=context.counts.rows[tables.CLOCK_MISMATCHES],
         )
 
     return run
