@@ -19,6 +19,15 @@ ORDER_CLASSES: tuple[str, ...] = (RSC, CO, FIFO_CLASS, ASYNC, INVALID)
 # why a trace has no order class (`order_class_reason`): nothing of it could be analysed
 NO_EVENT = "no analysable event"
 
+# how a trace's input was read (`app.readings`), as `summarize_traces` takes it
+MESSAGES_INFERRED = "messages_inferred"
+CLOCKS_RECORDED = "clocks_recorded"
+SPAN_PROCESS = "span_process"
+READINGS_SCHEMA = (
+    f"trace_id string, {MESSAGES_INFERRED} boolean, {CLOCKS_RECORDED} boolean, "
+    f"{SPAN_PROCESS} string"
+)
+
 
 def order_class(status: Column, n_fifo: Column, n_causal: Column, n_crown_sccs: Column) -> Column:
     """The strongest order class that holds: RSC ⊂ CO ⊂ FIFO ⊂ ASYNC, or INVALID.
@@ -41,16 +50,26 @@ def summarize_traces(
     quarantine: DataFrame,
     violations: DataFrame,
     crowns: DataFrame,
+    readings: DataFrame | None = None,
+    clock_mismatches: DataFrame | None = None,
 ) -> DataFrame:
     """The `trace_summary` table: one row per trace seen in `trace_clocks` or `quarantine`.
 
     A trace with no event (every row of it quarantined) has no order class: null, and
     `order_class_reason` says why (no class holds vacuously; docs/anomalies.md).
+
+    `readings` (trace_id, messages_inferred, clocks_recorded, span_process: how the input
+    was read, `app.readings`) and `clock_mismatches` (that table) fill the columns of the
+    same names; without them those are null. A trace whose messages were inferred from
+    clocks has null FIFO and causal-order counts (not observable, docs/formats.md).
     """
+    both_ts = F.col(C.SEND_TS).isNotNull() & F.col(C.RECV_TS).isNotNull()
     message_counts = messages.groupBy(C.TRACE_ID).agg(
         F.count("*").alias("n_messages"),
         F.sum((F.col(C.STATUS) == C.IN_FLIGHT).cast("long")).alias("n_in_flight"),
         F.sum((F.col(C.STATUS) == C.ORPHAN).cast("long")).alias("n_orphans"),
+        F.count(F.when(both_ts, 1)).alias("__timed"),
+        F.count(F.when(both_ts & (F.col(C.RECV_TS) < F.col(C.SEND_TS)), 1)).alias("__skewed"),
     )
     rejected = (
         quarantine.where(F.col(C.TRACE_ID).isNotNull())
@@ -65,19 +84,28 @@ def summarize_traces(
     base = trace_clocks.select(C.TRACE_ID, "n_processes", "n_events", "status").join(
         rejected, C.TRACE_ID, "full_outer"
     )
+    spark = trace_clocks.sparkSession
+    if readings is None:
+        readings = spark.createDataFrame([], READINGS_SCHEMA)
+    if clock_mismatches is None:
+        clock_mismatches = spark.createDataFrame([], "trace_id string")
+    mismatch_counts = clock_mismatches.groupBy(C.TRACE_ID).agg(F.count("*").alias("__mismatches"))
     joined = (
         base.join(message_counts, C.TRACE_ID, "left")
         .join(violation_counts, C.TRACE_ID, "left")
         .join(crown_counts, C.TRACE_ID, "left")
+        .join(F.broadcast(readings), C.TRACE_ID, "left")
+        .join(mismatch_counts, C.TRACE_ID, "left")
     )
     valid = F.coalesce(F.col("status"), F.lit(CLOCK_STATUS_OK)) != CLOCK_STATUS_INVALID
+    inferred = F.coalesce(F.col(MESSAGES_INFERRED), F.lit(False))
 
-    def anomaly_count(name: str) -> Column:
-        return F.when(valid, F.coalesce(F.col(name), F.lit(0))).cast("long")
+    def anomaly_count(name: str, observable: Column) -> Column:
+        return F.when(observable, F.coalesce(F.col(name), F.lit(0))).cast("long")
 
-    n_fifo = anomaly_count("__fifo")
-    n_causal = anomaly_count("__causal")
-    n_crowns = anomaly_count("__crowns")
+    n_fifo = anomaly_count("__fifo", valid & ~inferred)
+    n_causal = anomaly_count("__causal", valid & ~inferred)
+    n_crowns = anomaly_count("__crowns", valid)
     n_events = F.coalesce(F.col("n_events"), F.lit(0)).cast("long")
     n_quarantined = F.coalesce(F.col("n_quarantined"), F.lit(0)).cast("long")
     no_event = n_events == 0
@@ -103,4 +131,13 @@ def summarize_traces(
             "order_class"
         ),
         reason.cast("string").alias("order_class_reason"),
+        F.col(MESSAGES_INFERRED).cast("boolean").alias(MESSAGES_INFERRED),
+        F.col(SPAN_PROCESS).cast("string").alias(SPAN_PROCESS),
+        F.when(
+            valid & ~no_event & F.col(CLOCKS_RECORDED), F.coalesce(F.col("__mismatches"), F.lit(0))
+        )
+        .otherwise(F.col("__mismatches"))
+        .cast("long")
+        .alias("n_clock_mismatches"),
+        F.when(F.col("__timed") > 0, F.col("__skewed")).cast("long").alias("n_skewed_messages"),
     )

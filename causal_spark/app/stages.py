@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
@@ -24,6 +25,7 @@ from causal_spark.app.counts import (
     IngestCounts,
     ReplayCounts,
 )
+from causal_spark.app.readings import readings_of
 from causal_spark.app.runs import Stage, StageContext
 from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_clocks
 from causal_spark.clocks.matrix import with_matrix_clocks
@@ -117,7 +119,13 @@ def detect_stage() -> Stage:
 
     def run(context: StageContext) -> None:
         settings = context.config.detect
-        context.derive_from(tables.EVENTS, tables.MESSAGES, tables.TRACE_CLOCKS, tables.QUARANTINE)
+        context.derive_from(
+            tables.EVENTS,
+            tables.MESSAGES,
+            tables.TRACE_CLOCKS,
+            tables.QUARANTINE,
+            tables.CLOCK_MISMATCHES,
+        )
         events = context.table(tables.EVENTS)
         messages = context.table(tables.MESSAGES)
         trace_clocks = context.table(tables.TRACE_CLOCKS)
@@ -134,7 +142,13 @@ def detect_stage() -> Stage:
             summary = context.stage(
                 tables.TRACE_SUMMARY,
                 summarize_traces(
-                    trace_clocks, messages, context.table(tables.QUARANTINE), violations, crowns
+                    trace_clocks,
+                    messages,
+                    context.table(tables.QUARANTINE),
+                    violations,
+                    crowns,
+                    readings_of(context),
+                    _clock_mismatches(context),
                 ),
             )
         per_class = summary.groupBy("order_class").count().collect()
@@ -149,6 +163,14 @@ def detect_stage() -> Stage:
         )
 
     return run
+
+
+def _clock_mismatches(context: StageContext) -> DataFrame | None:
+    """`clock_mismatches` as the clocks stage left it (None: a warehouse from before it)."""
+    known = tables.CLOCK_MISMATCHES in context.outputs or tables.CLOCK_MISMATCHES in (
+        context.view.versions
+    )
+    return context.table(tables.CLOCK_MISMATCHES) if known else None
 
 
 def replay_stage(request: ReplayRequest) -> Stage:
