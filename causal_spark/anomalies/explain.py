@@ -210,6 +210,12 @@ def _trace_line(s: Row) -> str:
         if s["order_class"] != "INVALID"
         else "anomalies not computed"
     )
+    if s["order_class"] != "INVALID" and s["n_fifo_violations"] is None:
+        # messages inferred from recorded clocks: no FIFO or causal-order violation can show
+        counts = (
+            "FIFO and causal order not observable (messages inferred from clocks), "
+            f"{s['n_crown_sccs']} crown component(s)"
+        )
     shown = s["order_class"] or f"none: {s['order_class_reason'] or 'not known'}"
     return (
         f"trace {s[C.TRACE_ID]}: order class {shown} ({s['n_processes']} processes, "
