@@ -45,7 +45,7 @@ README_COUNTS = [
 UNMATCHED_LINES = {"voldemort.log": [293, 585, 877, 1161, 1445]}
 
 
-BAD_NAME, MULTI_NAME = "bad.log", "multi.log"
+BAD_NAME, MULTI_NAME, CUT_NAME = "bad.log", "multi.log", "cut.log"
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +59,14 @@ def shiviz_reads(
     folder = tmp_path_factory.mktemp("shiviz")
     (folder / BAD_NAME).write_text(BAD_LOG)
     (folder / MULTI_NAME).write_text(MULTI_LOG)
+    (folder / CUT_NAME).write_text(CUT_LOG)
     by_file: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in README_COUNTS}
-    by_file |= {BAD_NAME: [], MULTI_NAME: []}
+    by_file |= {BAD_NAME: [], MULTI_NAME: [], CUT_NAME: []}
     default: DataFrame | None = None
     for regex in {regex for _, regex, *_ in README_COUNTS}:
         files = [str(REAL / name) for name, r, *_ in README_COUNTS if r == regex]
         if regex is None:
-            files += [str(folder / BAD_NAME), str(folder / MULTI_NAME)]
+            files += [str(folder / n) for n in (BAD_NAME, MULTI_NAME, CUT_NAME)]
         frame = shiviz.read(spark, files, ReaderOptions(shiviz_regex=regex)).localCheckpoint()
         if regex is None:
             default = frame
@@ -244,6 +245,22 @@ def test_bad_clocks_and_unmatched_text_are_rejected_with_reasons(
     # accounting: ten records (nine matches, one unmatched line), each in the rows
     assert len({(r["line"], r["record"]) for r in rows}) == 10
     assert len(rows) == 10
+
+
+# a log cut while its last record was written: the clock line stops mid-clock
+CUT_LOG = 'a {"a":1}\na sends\nb {"b":1, "a":1}\nb receives\nb {"b":2, "a'
+
+
+def test_a_log_cut_in_its_last_record_quarantines_that_record_only(
+    real_rows: dict[str, list[dict[str, Any]]],
+) -> None:
+    rows = real_rows[CUT_NAME]  # read with the real logs (shiviz_reads)
+    rejects = [(r["line"], r["parse_reason"], r["raw"]) for r in rows if r["parse_error"]]
+    assert rejects == [(5, "unparseable", 'b {"b":2, "a')]
+    assert {(r["process"], r["seq"]) for r in accepted(rows)} == {("a", "1"), ("b", "1")}
+    assert _messages(rows) == {("a", 1, "b", 1)}
+    # accounting: three records (two matches, the cut line), each once
+    assert len({(r["line"], r["record"]) for r in rows}) == 3
 
 
 MULTI_LOG = (
