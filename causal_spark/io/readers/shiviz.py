@@ -1,6 +1,7 @@
 """ShiViz / GoVector text logs (docs/formats.md): a regex per event, messages from clock deltas.
 
-Reading. A file is one task (the parser regex may span lines): its text is
+Reading. A file is one task (the parser regex may span lines), which reads the
+file in its Python worker (the JVM never holds the text as one row): its text is
 matched in order with the parser regex (ShiViz's `m` flag: `^`/`$` at line
 boundaries). Named groups `host`, `clock` and `event` are required; other named
 groups go to the label, after the event text, as a JSON object. A file whose
@@ -23,8 +24,10 @@ entry >= that number) is dropped; each remaining candidate is a message
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
+import zlib
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -35,9 +38,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from causal_spark import columns as C
+from causal_spark.io.raw import WHOLE_FILE_LINE
 from causal_spark.io.readers import _events
 from causal_spark.io.readers.base import (
     BAD_CLOCK,
+    CLOCK_TYPE,
     PARSE_ERROR,
     PARSE_REASON,
     RAW_LIMIT,
@@ -48,11 +53,11 @@ from causal_spark.io.readers.base import (
     Reader,
     ReaderError,
     ReaderOptions,
+    absolute_files,
     conform,
-    read_whole_files,
     rejected,
 )
-from causal_spark.io.readers.clocks import CLOCK, CLOCK_ERROR, OWN, check_clocks
+from causal_spark.io.readers.clocks import CLOCK, CLOCK_ERROR, OWN, check_clocks, clock_counts
 
 NAME = "shiviz"
 EXTENSIONS: tuple[str, ...] = (".log", ".txt")
@@ -71,6 +76,8 @@ MATCH_SCHEMA = T.StructType(
         T.StructField(C.RAW, T.StringType()),
         T.StructField(HOST, T.StringType()),
         T.StructField(CLOCK_TEXT, T.StringType()),
+        # the clock parsed where the text is (`clocks.clock_counts`); null: not a clock
+        T.StructField(CLOCK, CLOCK_TYPE),
         T.StructField(C.LABEL, T.StringType()),
         T.StructField(EXECUTION, T.LongType()),
         T.StructField(TRACE_SUFFIX, T.StringType()),
@@ -139,11 +146,9 @@ class _Batches:
 
     def __init__(self) -> None:
         self.columns: dict[str, list[object]] = {f.name: [] for f in MATCH_SCHEMA.fields}
+        arrow = {T.LongType(): pa.int64(), CLOCK_TYPE: pa.map_(pa.string(), pa.int64())}
         self.schema = pa.schema(
-            [
-                pa.field(f.name, pa.int64() if isinstance(f.dataType, T.LongType) else pa.string())
-                for f in MATCH_SCHEMA.fields
-            ]
+            [pa.field(f.name, arrow.get(f.dataType, pa.string())) for f in MATCH_SCHEMA.fields]
         )
 
     def add(self, **row: object) -> None:
@@ -262,21 +267,45 @@ def parse_text(
                 row[PARSE_REASON] = UNPARSEABLE
             else:
                 row[HOST] = host
-                row[CLOCK_TEXT] = match.group("clock")
+                clock = match.group("clock")
+                counts = clock_counts(clock)
+                row[CLOCK_TEXT] = clock
+                row[CLOCK] = None if counts is None else list(counts.items())
                 row[C.LABEL] = _label(match)
             yield row
         yield from unmatched(position, end, execution, suffix)
 
 
-def _parse_batches(
+def read_text(path: str) -> str:
+    """A file's text as Spark's text source reads it: UTF-8 (a bad byte becomes U+FFFD),
+    `.gz` decompressed."""
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        return fh.read().decode("utf-8", errors="replace")
+
+
+def _parse_files(
     batches: Iterator[pa.RecordBatch], regex: str | None, delimiter: str | None
 ) -> Iterator[pa.RecordBatch]:
     out = _Batches()
     for batch in batches:
-        sources = batch.column(C.SOURCE).to_pylist()
-        texts = batch.column("value").to_pylist()
-        for source, text in zip(sources, texts, strict=True):
-            for row in parse_text(source, text or "", regex, delimiter):
+        for source in batch.column(C.SOURCE).to_pylist():
+            try:
+                text = read_text(source)
+            except (OSError, EOFError, zlib.error) as e:  # one record: the whole file
+                out.add(
+                    **{
+                        C.SOURCE: source,
+                        C.LINE: WHOLE_FILE_LINE,
+                        RECORD: 1,
+                        C.RAW: "",
+                        EXECUTION: 0,
+                        PARSE_ERROR: f"cannot read the file: {e}",
+                        PARSE_REASON: UNPARSEABLE,
+                    }
+                )
+                continue
+            for row in parse_text(source, text, regex, delimiter):
                 out.add(**row)
                 if out.full():
                     yield out.flush()
@@ -284,13 +313,22 @@ def _parse_batches(
 
 
 def read_records(spark: SparkSession, files: Sequence[str], options: ReaderOptions) -> DataFrame:
-    """The files' records (MATCH_SCHEMA): one row per match or unmatched line."""
+    """The files' records (MATCH_SCHEMA): one row per match or unmatched line.
+
+    Each file is one task, which reads the file itself (a path every executor sees, as
+    for every input): its text never becomes one Spark row, which the JVM would have to
+    hold whole, in several copies, and hand to Python in one Arrow batch."""
     if options.shiviz_regex is not None:
         compile_parser(options.shiviz_regex)
     if options.shiviz_delimiter is not None:
         compile_delimiter(options.shiviz_delimiter)
-    parse = partial(_parse_batches, regex=options.shiviz_regex, delimiter=options.shiviz_delimiter)
-    return read_whole_files(spark, files).mapInArrow(parse, MATCH_SCHEMA)
+    parse = partial(_parse_files, regex=options.shiviz_regex, delimiter=options.shiviz_delimiter)
+    paths = absolute_files(files)
+    listed = F.array(*[F.lit(path) for path in paths])
+    one_per_task = spark.range(0, len(paths), 1, numPartitions=len(paths))
+    return one_per_task.select(
+        F.element_at(listed, (F.col("id") + 1).cast("int")).alias(C.SOURCE)
+    ).mapInArrow(parse, MATCH_SCHEMA)
 
 
 TRACE_KEY: tuple[str, ...] = (C.SOURCE, EXECUTION)
