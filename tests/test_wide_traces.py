@@ -38,12 +38,30 @@ from causal_spark.app import cli
 from causal_spark.clocks import size as clock_size
 from causal_spark.clocks.order import concurrent, happened_before, register_sql_functions, relation
 from causal_spark.clocks.units_kernel import units_clocks
+from causal_spark.config import ConfigError, load_config
 from causal_spark.io.sinks import Warehouse
 from tests.conftest import ROOT
 from tests.random_traces import brute_clocks, random_trace
 from tests.test_clocks import _kernel_arrays
 
 MIB = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+
+
+def test_the_limits_are_configured_per_profile(tmp_path: Path) -> None:
+    """The cluster profile allows more than the local one; a limit must be a positive int."""
+    local, cluster = load_config(), load_config(ROOT / "conf" / "cluster.yml")
+    assert local.clocks.max_component_bytes == local.detect.max_trace_bytes == 6 << 30
+    assert cluster.clocks.max_component_bytes == cluster.detect.max_trace_bytes == 12 << 30
+    for text, key in (("clocks: {max_component_bytes: 0}", "clocks.max_component_bytes"),
+                      ("detect: {max_trace_bytes: 1.5}", "detect.max_trace_bytes")):  # fmt: skip
+        path = tmp_path / "bad.yml"
+        path.write_text(text + "\n")
+        with pytest.raises(ConfigError, match=key):
+            load_config(path)
 
 
 # ---------------------------------------------------------------------------------------------
