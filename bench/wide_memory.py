@@ -7,6 +7,7 @@
         --shapes 20000x10000
     .venv/bin/python bench/wide_memory.py --stage detect --parts crowns,chains \
         --shapes 400000x20000
+    .venv/bin/python bench/wide_memory.py --commands 2000,10000,20000
 
 A shape is EVENTSxPROCESSES: one generated trace of EVENTS / 2 point-to-point
 messages between random pairs of PROCESSES (`--server`: from random processes to
@@ -30,6 +31,11 @@ component one task takes"; docs/anomalies.md, "How large a trace one task takes"
   and `crowns_of_trace` on the whole trace, each in its own process; estimate
   `anomalies.size.destination_bytes` and `trace_bytes`.
 
+`--commands 2000,10000,20000` runs the real `causal-spark ingest`, `clocks` and
+`detect` on one trace of N messages between random pairs of N processes (the
+shape issue 17 reported), each sampled every 0.1 s: the largest private resident
+memory of one Python worker and of the JVM, and of the whole process tree (PSS).
+
 Figures go to bench/README.md.
 """
 
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -356,6 +363,108 @@ def _overtaken(delivered: pa.Table) -> pa.Table:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# the real commands on one wide trace (--commands)
+
+
+def write_wide_log(path: str, n: int, messages: int, seed: int = 7) -> None:
+    """One trace of `messages` messages between random pairs of n processes, as JSON Lines
+    (process, kind, msg_id, peer, ts; each process's rows in time order)."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n, messages)
+    dst = (src + rng.integers(1, n, messages)) % n
+    send_ts = np.sort(rng.uniform(0.0, messages / n * 10, messages))
+    recv_ts = send_ts + rng.lognormal(0.0, 1.0, messages)
+    rows = [(int(src[i]), float(send_ts[i]), "send", i, int(dst[i])) for i in range(messages)]
+    rows += [(int(dst[i]), float(recv_ts[i]), "receive", i, int(src[i])) for i in range(messages)]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    width = len(str(n - 1))
+    with open(path, "w") as out:
+        for p, ts, kind, i, peer in rows:
+            record = {"trace_id": "wide", "process": f"P{p:0{width}d}", "kind": kind,
+                      "msg_id": f"m{i}", "peer": f"P{peer:0{width}d}", "ts": round(ts, 6)}  # fmt: skip
+            out.write(json.dumps(record) + "\n")
+
+
+def _tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(parent, []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _field(path: str, name: str) -> int:
+    try:
+        with open(path) as text:
+            for line in text:
+                if line.startswith(name):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _kind(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            command = cmdline.read().decode(errors="replace")
+    except OSError:
+        return "gone"
+    if command.split("\0")[0].endswith("java"):
+        return "jvm"
+    return "worker" if "pyspark.daemon" in command or "pyspark.worker" in command else "other"
+
+
+def sampled(command: list[str]) -> dict[str, object]:
+    """Run `command`, sampling its process tree every 0.1 s: the largest private (anonymous)
+    resident memory of one Python worker and of the JVM, and the largest total PSS (MiB)."""
+    began = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = {"worker": 0, "jvm": 0, "total_pss": 0}
+    while child.poll() is None:
+        total = 0
+        for pid in _tree(child.pid):
+            total += _field(f"/proc/{pid}/smaps_rollup", "Pss:")
+            kind = _kind(pid)
+            if kind in peak:
+                peak[kind] = max(peak[kind], _field(f"/proc/{pid}/status", "RssAnon:"))
+        peak["total_pss"] = max(peak["total_pss"], total)
+        time.sleep(0.1)
+    return {
+        "exit": child.returncode,
+        "seconds": round(time.perf_counter() - began, 1),
+        **{f"{k}_mib": round(v / 2**20) for k, v in peak.items()},
+    }
+
+
+def run_commands(processes: list[int], conf: str | None) -> None:
+    """For each n: a trace of n messages among n processes, then `causal-spark ingest`,
+    `clocks` and `detect` on a fresh warehouse, each sampled; one JSON line per stage."""
+    binary = os.path.join(os.path.dirname(sys.executable), "causal-spark")
+    for n in processes:
+        with tempfile.TemporaryDirectory() as folder:
+            log = os.path.join(folder, "wide.jsonl")
+            write_wide_log(log, n, n)
+            warehouse = os.path.join(folder, "warehouse")
+            common = ["--warehouse", warehouse, "-q"] + (["--conf", conf] if conf else [])
+            for stage in ("ingest", "clocks", "detect"):
+                given = [log] if stage == "ingest" else []
+                row = sampled([binary, stage, *given, *common])
+                print(json.dumps({"processes": n, "input_bytes": os.path.getsize(log),
+                                  "stage": stage, **row}), flush=True)  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stage", choices=("clocks", "detect"), default="clocks")
@@ -364,9 +473,16 @@ def main() -> int:
     parser.add_argument("--parts", default="violations,chains,crowns")
     parser.add_argument("--server", action="store_true", help="every message to one process")
     parser.add_argument("--lamport-only", action="store_true", help="clocks: no vectors")
+    parser.add_argument(
+        "--commands", default="", help="N,N...: the real commands on a trace of N processes"
+    )
+    parser.add_argument("--conf", default=None, help="--commands: the profile (default: local)")
     parser.add_argument("--one", default="", help=argparse.SUPPRESS)
     parser.add_argument("--write-group", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.commands:
+        run_commands([int(n) for n in args.commands.split(",")], args.conf)
+        return 0
     if args.one:
         events, n = (int(v) for v in args.one.split("x"))
         if args.write_group:
