@@ -159,6 +159,17 @@ class StageContext:
         """Stage `name` from files its tasks write themselves (`RunTransaction.stage_through`)."""
         return self._record(name, self.txn.stage_through(name, produce, self._mode(name)))
 
+    def writer(self, name: str) -> FileWriter:
+        """A writer for tasks that write `name`'s next content (`stage_files` stages it)."""
+        return self.txn.writer(name)
+
+    def stage_files(self, name: str, writer: FileWriter, written: Mapping[str, int]) -> DataFrame:
+        """Stage the files `writer` wrote that `written` names (path -> rows)."""
+        return self._record(name, self.txn.stage_files(name, writer, written, self._mode(name)))
+
+    def remove_scratch(self, writer: FileWriter) -> None:
+        self.txn.remove_scratch(writer)
+
     def _mode(self, name: str) -> Any:
         per_trace = "trace_id" in tables.table_schema(name).names
         return "replace" if self.txn.incremental and per_trace else "overwrite"
