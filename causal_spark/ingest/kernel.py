@@ -377,15 +377,16 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     file = _ints(good[FILE_ID])
     line = _ints(good[C.LINE])
     sub = _ints(good[SUB])
+    kind = _ints(pc.index_in(good[C.KIND], value_set=pa.array(_KINDS)), fill=-1)
+    peer = _codes(good[C.PEER])
     ev_file = np.where(noseq, file, -1)
     ev_line = np.where(noseq, line, -1)
     # one sort: by process, then local order (seq; rows without one after, in file order),
-    # then file order among the rows of one event
-    order = np.lexsort((sub, line, file, ev_line, ev_file, seq, noseq, process, trace))
-    good = _take(good, order)
-    trace, process, noseq, seq = trace[order], process[order], noseq[order], seq[order]
-    file, line, sub = file[order], line[order], sub[order]
-    ev_file, ev_line = ev_file[order], ev_line[order]
+    # then file order among the rows of one event; `at` maps a sorted position to its row
+    at = np.lexsort((sub, line, file, ev_line, ev_file, seq, noseq, process, trace))
+    trace, process, noseq, seq = trace[at], process[at], noseq[at], seq[at]
+    file, line, sub, kind, peer = file[at], line[at], sub[at], kind[at], peer[at]
+    ev_file, ev_line = ev_file[at], ev_line[at]
 
     new_group = _starts(trace, process)
     new_event = _starts(trace, process, noseq, seq, ev_file, ev_line, sub)
@@ -393,13 +394,11 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     event_start = np.flatnonzero(new_event)
     n_events = len(event_start)
     rn = np.arange(n) - event_start[event]
-    kind = _ints(pc.index_in(good[C.KIND], value_set=pa.array(_KINDS)), fill=-1)
     is_send = kind == _SEND
     is_copy = is_send & is_send[event_start][event]
     dup = (rn > 0) & ~is_copy
 
     # copies to a destination an earlier copy of the event named
-    peer = _codes(good[C.PEER])
     copies = np.flatnonzero(is_copy & (peer >= 0))
     by_peer = copies[np.lexsort((copies, peer[copies], event[copies]))]
     first_of = _starts(event[by_peer], peer[by_peer])
@@ -432,7 +431,7 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     event_lseq[live_events] = np.arange(len(live_events)) - np.repeat(first_live, run_lengths) + 1
     first_kept = kept_rows[np.unique(event[kept_rows], return_index=True)[1]]
     n_msgs = np.bincount(event[kept_rows], weights=is_send[kept_rows], minlength=n_events)
-    heads = _take(good, first_kept)
+    heads = _take(good.select([C.TRACE_ID, PPROC, C.KIND, C.TS, C.LABEL, C.SEQ]), at[first_kept])
     events = pa.table(
         {
             C.TRACE_ID: heads[C.TRACE_ID],
@@ -443,14 +442,17 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
             C.LABEL: heads[C.LABEL],
             C.N_MSGS: pa.array(n_msgs[live_events].astype(np.int32)),
             C.SEQ: heads[C.SEQ],
-            FILE_ID: heads[FILE_ID],
-            C.LINE: heads[C.LINE],
+            FILE_ID: pa.array(file[first_kept].astype(np.int32)),
+            C.LINE: pa.array(line[first_kept]),
         },
         schema=EVENTS,
     )
 
     end_rows = kept_rows[(kind[kept_rows] == _SEND) | (kind[kept_rows] == _RECEIVE)]
-    ends_of = _take(good, end_rows)
+    ends_of = _take(
+        good.select([C.TRACE_ID, C.MSG_ID, PPROC, C.KIND, C.PEER, C.TS, C.SIZE_BYTES]),
+        at[end_rows],
+    )
     ends = pa.table(
         {
             C.TRACE_ID: ends_of[C.TRACE_ID],
@@ -462,20 +464,20 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
             C.SIZE_BYTES: ends_of[C.SIZE_BYTES],
             C.LSEQ: pa.array(event_lseq[event[end_rows]]),
             RISKY: pa.array(risky_event[event[end_rows]]),
-            FILE_ID: ends_of[FILE_ID],
-            C.LINE: ends_of[C.LINE],
-            SUB: ends_of[SUB],
+            FILE_ID: pa.array(file[end_rows].astype(np.int32)),
+            C.LINE: pa.array(line[end_rows]),
+            SUB: pa.array(sub[end_rows]),
         },
         schema=ENDS,
     )
 
+    located = good.select([FILE_ID, C.LINE, SUB, C.TRACE_ID, PPROC, C.PEER])
     dups = np.flatnonzero(dup)
     leader = event_start[event[dups]]
-    dup_rows = _take(good, dups)
     rejected = [
         malformed,
         _rejects(
-            dup_rows,
+            _take(located, at[dups]),
             C.DUPLICATE_EVENT,
             _strings(
                 [f"same process and seq as {REF}, and not part of a multicast send"] * len(dups)
@@ -486,7 +488,7 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
         ),
     ]
     if len(repeated):
-        repeated_rows = _take(good, repeated)
+        repeated_rows = _take(located, at[repeated])
         rejected.append(
             _rejects(
                 repeated_rows,
@@ -504,7 +506,7 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     if len(no_seq):
         rejected.append(
             _rejects(
-                _take(good, no_seq),
+                _take(located, at[no_seq]),
                 C.MALFORMED,
                 _strings([MISSING_SEQ] * len(no_seq)),
                 None,
@@ -512,16 +514,15 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
                 process=PPROC,
             )
         )
+    # the processes with an event: the first event of each group that has one
     procs = pa.table(
-        {C.TRACE_ID: heads[C.TRACE_ID], C.PROCESS: heads[PPROC]}, schema=PROCS
-    ).group_by([C.TRACE_ID, C.PROCESS], use_threads=False).aggregate([])
-    return JudgedEvents(
-        events,
-        ends,
-        pa.concat_tables(rejected),
-        facts,
-        procs.select([C.TRACE_ID, C.PROCESS]).cast(PROCS),
+        {
+            C.TRACE_ID: heads[C.TRACE_ID].take(first_live),
+            C.PROCESS: heads[PPROC].take(first_live),
+        },
+        schema=PROCS,
     )
+    return JudgedEvents(events, ends, pa.concat_tables(rejected), facts, procs)
 
 
 def judge_messages(ends: pa.Table) -> JudgedMessages:
@@ -540,11 +541,11 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
     msg = _codes(ends[C.MSG_ID])
     kind = _ints(pc.index_in(ends[C.KIND], value_set=pa.array(_KINDS)), fill=-1)
     file, line, sub = _ints(ends[FILE_ID]), _ints(ends[C.LINE]), _ints(ends[SUB])
-    order = np.lexsort((sub, line, file, kind, msg, trace))
-    ends = _take(ends, order)
-    trace, msg, kind = trace[order], msg[order], kind[order]
-    file, line = file[order], line[order]
     process, peer = _shared_codes(ends[C.PROCESS], ends[C.PEER])
+    # `at` maps a sorted position to its row
+    at = np.lexsort((sub, line, file, kind, msg, trace))
+    trace, msg, kind = trace[at], msg[at], kind[at]
+    file, line, process, peer = file[at], line[at], process[at], peer[at]
 
     new_message = _starts(trace, msg)
     new_end = _starts(trace, msg, kind)
@@ -569,29 +570,32 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
     recv_at = np.full(n_messages, -1, dtype=np.int64)
     kept_sends = np.flatnonzero(kept & is_send)
     kept_receives = np.flatnonzero(kept & (kind == _RECEIVE))
-    send_at[message[kept_sends]] = kept_sends
-    recv_at[message[kept_receives]] = kept_receives
+    send_at[message[kept_sends]] = at[kept_sends]
+    recv_at[message[kept_receives]] = at[kept_receives]
     present = np.flatnonzero((send_at >= 0) | (recv_at >= 0))
     send_at, recv_at = send_at[present], recv_at[present]
-    first_row = np.where(send_at >= 0, send_at, recv_at)
-    heads = _take(ends, first_row)
-
-    def side(column: str, at: np.ndarray) -> pa.Array:
-        values = _take(ends, np.maximum(at, 0))[column].combine_chunks()
-        return pc.if_else(pa.array(at >= 0), values, pa.scalar(None, values.type))
-
     sent, received = send_at >= 0, recv_at >= 0
+    first_row = np.where(sent, send_at, recv_at)
+    sent_mask, received_mask = pa.array(sent), pa.array(received)
+
+    def side(column: str, rows_at: np.ndarray, mask: pa.Array) -> pa.Array:
+        values = ends[column].take(pa.array(np.maximum(rows_at, 0)))
+        return pc.if_else(mask, values, pa.scalar(None, values.type))
+
+    heads = _take(ends.select([C.TRACE_ID, C.MSG_ID, C.SIZE_BYTES]), first_row)
     status = np.where(sent & received, C.DELIVERED, np.where(sent, C.IN_FLIGHT, C.ORPHAN))
+    sender_name = side(C.PROCESS, send_at, sent_mask)
+    receiver_name = side(C.PROCESS, recv_at, received_mask)
     messages = pa.table(
         {
             C.TRACE_ID: heads[C.TRACE_ID],
             C.MSG_ID: heads[C.MSG_ID],
-            C.SRC: pc.coalesce(side(C.PROCESS, send_at), side(C.PEER, recv_at)),
-            C.DST: pc.coalesce(side(C.PROCESS, recv_at), side(C.PEER, send_at)),
-            C.SEND_LSEQ: side(C.LSEQ, send_at),
-            C.RECV_LSEQ: side(C.LSEQ, recv_at),
-            C.SEND_TS: side(C.TS, send_at),
-            C.RECV_TS: side(C.TS, recv_at),
+            C.SRC: pc.coalesce(sender_name, side(C.PEER, recv_at, received_mask)),
+            C.DST: pc.coalesce(receiver_name, side(C.PEER, send_at, sent_mask)),
+            C.SEND_LSEQ: side(C.LSEQ, send_at, sent_mask),
+            C.RECV_LSEQ: side(C.LSEQ, recv_at, received_mask),
+            C.SEND_TS: side(C.TS, send_at, sent_mask),
+            C.RECV_TS: side(C.TS, recv_at, received_mask),
             C.SIZE_BYTES: heads[C.SIZE_BYTES],
             C.STATUS: pa.array(status, pa.string()),
         },
@@ -599,9 +603,10 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
     )
 
     rejected = []
+    located = ends.select([FILE_ID, C.LINE, SUB, C.TRACE_ID, C.PROCESS, C.KIND, C.MSG_ID, C.PEER])
     dups = np.flatnonzero(dup)
     if len(dups):
-        dup_rows = _take(ends, dups)
+        dup_rows = _take(located, at[dups])
         first = end_start[end_group[dups]]
         rejected.append(
             _rejects(
@@ -618,9 +623,8 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
         )
     mismatches = np.flatnonzero(mismatch)
     if len(mismatches):
-        rows = _take(ends, mismatches)
-        heads_of = message_start[message[mismatches]]
-        first_send = _take(ends, heads_of)
+        rows = _take(located, at[mismatches])
+        first_send = _take(located, at[message_start[message[mismatches]]])
         details = []
         for to_wrong, msg_id, send_to, receiver, sent_by, named in zip(
             wrong_dst[mismatches],
@@ -639,27 +643,29 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
             )
         rejected.append(_rejects(rows, C.PEER_MISMATCH, _strings(details), None, None))
 
-    risky_at = np.flatnonzero(sent)
-    risky_at = risky_at[
-        ends[RISKY].combine_chunks().to_numpy(zero_copy_only=False)[send_at[risky_at]]
+    risky_flags = ends[RISKY].combine_chunks().to_numpy(zero_copy_only=False)
+    candidates = np.flatnonzero(sent)
+    candidates = candidates[risky_flags[send_at[candidates]]]
+    candidates = candidates[
+        pc.is_valid(messages[C.DST].take(pa.array(candidates, pa.int64()))).to_numpy(
+            zero_copy_only=False
+        )
     ]
-    risky_messages = messages.take(pa.array(risky_at, pa.int64()))
-    dst_known = pc.is_valid(risky_messages[C.DST])
-    risky_at = risky_at[dst_known.to_numpy(zero_copy_only=False)]
+    pick = pa.array(candidates, pa.int64())
     risky = pa.table(
         {
-            C.TRACE_ID: messages[C.TRACE_ID].take(risky_at),
-            C.MSG_ID: messages[C.MSG_ID].take(risky_at),
-            "sender": side(C.PROCESS, send_at).take(risky_at),
-            "send_lseq": side(C.LSEQ, send_at).take(risky_at),
-            C.DST: messages[C.DST].take(risky_at),
-            "send_file": side(FILE_ID, send_at).take(risky_at),
-            "send_line": side(C.LINE, send_at).take(risky_at),
-            "send_sub": side(SUB, send_at).take(risky_at),
-            "receiver": side(C.PROCESS, recv_at).take(risky_at),
-            "recv_file": side(FILE_ID, recv_at).take(risky_at),
-            "recv_line": side(C.LINE, recv_at).take(risky_at),
-            "recv_sub": side(SUB, recv_at).take(risky_at),
+            C.TRACE_ID: messages[C.TRACE_ID].take(pick),
+            C.MSG_ID: messages[C.MSG_ID].take(pick),
+            "sender": sender_name.take(pick),
+            "send_lseq": messages[C.SEND_LSEQ].take(pick),
+            C.DST: messages[C.DST].take(pick),
+            "send_file": side(FILE_ID, send_at, sent_mask).take(pick),
+            "send_line": side(C.LINE, send_at, sent_mask).take(pick),
+            "send_sub": side(SUB, send_at, sent_mask).take(pick),
+            "receiver": receiver_name.take(pick),
+            "recv_file": side(FILE_ID, recv_at, received_mask).take(pick),
+            "recv_line": side(C.LINE, recv_at, received_mask).take(pick),
+            "recv_sub": side(SUB, recv_at, received_mask).take(pick),
         },
         schema=RISKY_MESSAGES,
     )
