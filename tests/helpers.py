@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import atexit
 import json
+import random
 import shutil
 import tempfile
-import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from pyspark.sql import SparkSession
 
-from causal_spark.config import IngestSettings
 from causal_spark import tables
+from causal_spark.config import IngestSettings
 from causal_spark.ingest import Ingested, IngestTargets, ingest
-from causal_spark.sinks import FileWriter
 from causal_spark.io.sources import discover_inputs, only_files, read_raw_rows
+from causal_spark.sinks import FileWriter
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any] | str]) -> Path:
@@ -41,7 +41,7 @@ def ingest_targets() -> IngestTargets:
 def ingest_paths(spark: SparkSession, paths: Sequence[Path | str]) -> Ingested:
     inputs = discover_inputs([str(p) for p in paths], IngestSettings())
     return ingest(
-        read_raw_rows(spark, inputs),
+        read_raw_rows(spark, inputs, text=False),
         inputs,
         ingest_targets(),
         reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),

@@ -75,11 +75,11 @@ class StageContext:
         if self.selection is None:
             found = self.discover(paths, reader)
             self.selection = inc.select_full(found)
-            raw = inc.read_selection(self.spark, self.selection, self.config.ingest)
+            raw = inc.read_selection(self.spark, self.selection, self.config.ingest, text=False)
             # the files' traces are filled in by `record_file_traces`, from ingest's rows
         else:
             # chosen (and its inputs recorded) before the stages ran
-            raw = inc.read_selection(self.spark, self.selection, self.config.ingest)
+            raw = inc.read_selection(self.spark, self.selection, self.config.ingest, text=False)
         self.files = inc.records_of(self.selection)
         return self.selection.inputs, raw
 

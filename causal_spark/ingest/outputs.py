@@ -37,9 +37,10 @@ def quarantine_of(
     """Every rejected row (`kernel.REJECTS`) with its text, reason and a detail that says
     where the row it points at is.
 
-    A row rejected by the row-local rules keeps its text; its detail is its own parts,
-    with "missing seq" between them when its file gives `seq` elsewhere. The text of a
-    row rejected later is read again from its file (for the files that have such rows).
+    A row rejected by the row-local rules has its detail from its own parts, with
+    "missing seq" between them when its file gives `seq` elsewhere. A row without its
+    text (rejected after step 1, or read without text) has it read again from its file
+    (`reread`, with text; for the files that have such rows only).
     """
     step1 = F.col(K.STEP1)
     detail = F.when(
@@ -58,11 +59,11 @@ def quarantine_of(
         FILE_ID, C.LINE, SUB, C.TRACE_ID, C.REASON, K.REF_FILE, K.REF_LINE, step1, C.RAW,
         detail.alias(C.DETAIL),
     )
-    later = [
-        int(r[FILE_ID]) for r in rows.where(~step1).select(FILE_ID).distinct().collect()
-    ]
-    if later:
-        texts = reread(sorted(later)).select(
+    # rows rejected after step 1 travelled without their text, and a reader may leave
+    # it out of every row (Parquet): read it again, from those rows' files only
+    textless = rows.where(F.col(C.RAW).isNull()).select(FILE_ID).distinct().collect()
+    if textless:
+        texts = reread(sorted(int(r[FILE_ID]) for r in textless)).select(
             FILE_ID,
             C.LINE,
             F.coalesce(F.col(SUB), F.lit(0)).alias(SUB),
@@ -70,7 +71,7 @@ def quarantine_of(
         )
         rows = rows.join(texts, [FILE_ID, C.LINE, SUB], "left").select(
             *[c for c in rows.columns if c != C.RAW],
-            F.when(F.col(K.STEP1), F.col(C.RAW)).otherwise(F.col("__cs_text")).alias(C.RAW),
+            F.coalesce(F.col(C.RAW), F.col("__cs_text")).alias(C.RAW),
         )
     shown = files.select(F.col(FILE_ID).alias("__cs_own"), F.col("shown").alias(C.SOURCE))
     shown_ref = files.select(F.col(FILE_ID).alias("__cs_ref"), F.col("shown").alias("__cs_rs"))

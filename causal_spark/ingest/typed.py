@@ -47,17 +47,25 @@ def _is_structured(raw: Column) -> Column:
     )
 
 
-def _rule(condition: Column, detail: Column | str) -> Column:
-    return F.when(condition, detail if isinstance(detail, Column) else F.lit(detail))
+Rule = tuple[Column, Column]  # (the row breaks it, the words that say how)
 
 
-def _details(parts: list[Column]) -> Column:
-    """The non-null details joined by '; ' (null when none)."""
+def _rule(condition: Column, detail: Column | str) -> Rule:
+    return condition, detail if isinstance(detail, Column) else F.lit(detail)
+
+
+def _details(rules: list[Rule]) -> Column:
+    """The details of the rules a row breaks, joined by '; ' (null when none). The words
+    are built only for a row that breaks one: most rows break none."""
+    broken = F.lit(False)
+    for condition, _ in rules:
+        broken = broken | F.coalesce(condition, F.lit(False))
+    parts = [F.when(condition, detail) for condition, detail in rules]
     joined = F.array_join(F.array_compact(F.array(*parts)), "; ")
-    return F.when(joined != "", joined)
+    return F.when(broken & (joined != ""), joined)
 
 
-def _malformed_rules(kind: Column) -> tuple[list[Column], list[Column]]:
+def _malformed_rules(kind: Column) -> tuple[list[Rule], list[Rule]]:
     """The row-local rules, each a detail when the row breaks it: those before and those
     after the file-level missing-seq rule (kept apart so details read in one order)."""
     parse_ok = F.col(PARSE_ERROR).isNull()
