@@ -50,6 +50,9 @@ class IngestSettings:
     shiviz_delimiter: str | None = None
     # spans: `instance` (a service instance is one process) or `span` (each span is one)
     span_process: str = "instance"
+    # about how many rows one ingest task sorts and judges at once (its memory: a few
+    # hundred bytes a row); more rows mean more, smaller tasks
+    rows_per_task: int = 2_000_000
 
 
 SPAN_PROCESSES: tuple[str, ...] = ("instance", "span")
@@ -179,7 +182,7 @@ def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
         raise ConfigError(f"sink.format must be one of {_SINK_FORMATS}, found '{sink_format}'")
     ingest_raw = _section(raw, "ingest")
     extension_keys = {"jsonl_extensions", "csv_extensions", "parquet_extensions"}
-    option_keys = {"shiviz_regex", "shiviz_delimiter", "span_process"}
+    option_keys = {"shiviz_regex", "shiviz_delimiter", "span_process", "rows_per_task"}
     _require_keys("ingest", ingest_raw, extension_keys | option_keys)
     defaults = IngestSettings()
     span_process = str(ingest_raw.get("span_process", defaults.span_process))
@@ -195,6 +198,7 @@ def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
         shiviz_regex=_optional_text(ingest_raw, "shiviz_regex"),
         shiviz_delimiter=_optional_text(ingest_raw, "shiviz_delimiter"),
         span_process=span_process,
+        rows_per_task=_positive_int("ingest", ingest_raw, "rows_per_task", defaults.rows_per_task),
     )
     return Config(
         spark=spark,

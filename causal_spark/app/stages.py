@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,7 +34,7 @@ from causal_spark.clocks import (
     with_clocks,
 )
 from causal_spark.clocks.matrix import with_matrix_clocks
-from causal_spark.ingest import ingest
+from causal_spark.ingest import IngestTargets, ingest
 from causal_spark.io.sources import only_files, read_raw_rows
 from causal_spark.replay import (
     ReplayRequest,
@@ -59,15 +60,24 @@ def ingest_stage(paths: Sequence[str], reader: str = "auto") -> Stage:
     def run(context: StageContext) -> None:
         spark = context.spark
         inputs, raw = context.raw_rows(paths, reader)
-        ingested = ingest(
-            raw,
-            inputs,
-            reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids), context.config.ingest),
-        )
-        context.stage(tables.EVENTS, ingested.events)
-        context.stage(tables.MESSAGES, ingested.messages)
-        context.stage(tables.QUARANTINE, ingested.quarantine)
-        ingested.release()
+        events, messages = context.writer(tables.EVENTS), context.writer(tables.MESSAGES)
+        targets = IngestTargets(events, messages, os.path.join(events.scratch, "ingest"))
+        try:
+            ingested = ingest(
+                raw,
+                inputs,
+                targets,
+                reread=lambda ids: read_raw_rows(
+                    spark, only_files(inputs, ids), context.config.ingest
+                ),
+                settings=context.config.ingest,
+            )
+            context.stage_files(tables.EVENTS, events, ingested.written[tables.EVENTS])
+            context.stage_files(tables.MESSAGES, messages, ingested.written[tables.MESSAGES])
+            context.stage(tables.QUARANTINE, ingested.quarantine)
+        finally:
+            context.remove_scratch(events)
+            context.remove_scratch(messages)
         context.record_file_traces(ingested.file_traces)
         seen = ingested.event_counts()
         counts = IngestCounts(
