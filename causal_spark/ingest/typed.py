@@ -6,8 +6,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
-from causal_spark.ingest.kernel import EXCLUDED, PARSED, POST, PPROC, PRE, SEQ_GIVEN
 from causal_spark.ingest.keys import KIND_ALIASES, IngestError
+from causal_spark.ingest.rows_kernel import EXCLUDED, PARSED, POST, PPROC, PRE, SEQ_GIVEN
 from causal_spark.io.sources import (
     FILE_ID,
     PARSE_ERROR,
@@ -145,11 +145,17 @@ def trace_ids(raw: DataFrame, files: DataFrame) -> DataFrame:
 
 
 def _default_traces(inputs: Inputs) -> Column:
-    """Each file's default trace id, looked up by file id (ids are 0..n-1, in order)."""
-    ids = [f.file_id for f in inputs.files]
-    if ids != list(range(len(ids))):
-        raise IngestError(f"file ids must be 0..n-1 in order, found {ids[:5]}...")
-    defaults = F.array(*[F.lit(f.default_trace) for f in inputs.files])
+    """Each file's default trace id, looked up by file id in a literal array.
+
+    The ids need not be 0..n-1: an incremental run reads a selection of the files and
+    keeps their ids. Positions no file of `inputs` holds are null (no row carries them).
+    """
+    by_id = {f.file_id: f.default_trace for f in inputs.files}
+    if len(by_id) != len(inputs.files) or min(by_id) < 0:
+        raise IngestError(f"file ids must be distinct and >= 0, found {sorted(by_id)[:5]}...")
+    defaults = F.array(
+        *[F.lit(by_id.get(i)).cast("string") for i in range(max(by_id) + 1)]
+    )
     return defaults[F.col(FILE_ID)]
 
 
@@ -157,7 +163,7 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
     """Step 1: type the string fields of raw rows and apply the row-local rules.
 
     Input: raw rows (`io.sources.RAW_SCHEMA`) of `inputs`' files. Output: the columns of
-    `kernel.TYPED`: file_id, line, sub, raw (only on rejected rows), trace_id, pproc (the
+    `rows_kernel.TYPED`: file_id, line, sub, raw (only on rejected rows), trace_id, pproc (the
     process; for a rejected row a key that spreads such rows by line), seq (long), kind
     (normalised), msg_id, peer, ts (double seconds), size_bytes (long), label, seq_given,
     parsed, reason (`malformed`, a reader's reason, or null), the detail parts pre and
@@ -220,5 +226,3 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
         post.alias(POST),
         F.lit(False).alias(EXCLUDED),
     )
-
-
