@@ -1,0 +1,1159 @@
+"""A single-process ingest in pyarrow + NumPy: the tables `causal-spark ingest` writes.
+
+    .venv/bin/python bench/ingest_baseline.py INPUT... --out DIR
+
+Reads the same inputs as the job (files found by the job's own discovery, so file
+order, `source` and default trace ids are the job's; JSON Lines, CSV, Parquet and
+Delta data files) and writes `events`, `messages` and `quarantine` as Parquet in
+DIR, with the job's schemas (schemas/*.json) and the same rows: the rules of
+DESIGN §1 in the job's order (docs/ingest.md), the same reasons, details, line
+numbers, lseq, pidx and message status. No Spark runs; pyarrow uses its threads.
+
+How, in one process:
+
+1. **Read.** JSON Lines in chunks of about 64 MB. A chunk's lines that start with
+   `{` and end with `}` (and are valid UTF-8) go to pyarrow's JSON reader at once;
+   the chunk is accepted from it only if every such line gave exactly one row, no
+   column is nested or a NaN, and only `ts` holds a non-integral number (a number
+   column mixing `1` and `1.5` hides which was which). Every other line, and every
+   line of a chunk that fails these checks (a type that changes between rows, a
+   duplicate key, a single-quoted string), is read alone by the strict per-line
+   reader of `ingest_baseline_text` (Python's json, then a Jackson-like parser for
+   the lines it refuses), which tells the job's three reader errors apart. CSV is
+   read line by line; Parquet by pyarrow.
+2. **Type** (vectorised pyarrow compute): the job's row-local rules and their words.
+3. **Judge** (NumPy sorts and group passes): duplicate events and multicast copies
+   (one stable sort by (trace, process, seq)), missing seq, duplicate messages and
+   peer mismatches (one stable sort by (trace, msg_id)), second copies of a
+   multicast to one destination after matching, then lseq over the events that
+   keep a row and pidx by process name.
+4. **Tables**: columns built by `take` from dictionaries; `raw` of a row rejected
+   after step 2 is read again from its file (as the job does).
+
+The job and DESIGN disagree on one JSON case: Spark's `from_json` ignores what
+follows a `]` after the line's object (`{...}] x` is accepted by the job); here
+it is `malformed` as DESIGN §1 says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
+
+import ingest_baseline_text as tx
+
+from causal_spark.config import IngestSettings
+from causal_spark.io.sources import InputFile, discover_inputs
+from causal_spark.tables import arrow_schema
+
+FIELDS = tx.INPUT_FIELDS
+CHUNK_BYTES = 64 << 20
+INTERNAL, SEND, RECEIVE = 0, 1, 2
+KIND_NAMES = np.array(["internal", "send", "receive"], dtype=object)
+ALIASES = {
+    "send": SEND,
+    "snd": SEND,
+    "receive": RECEIVE,
+    "recv": RECEIVE,
+    "rcv": RECEIVE,
+    "deliver": RECEIVE,
+    "internal": INTERNAL,
+    "local": INTERNAL,
+}
+MISSING_SEQ = "missing seq (other rows of this file have one)"
+REF = "\u0001ref\u0001"
+WHOLE_FILE_LINE = 0
+OURS = ("jsonl", "csv", "parquet", "delta")
+
+# the typed rows every reader's rows become (one table per block, concatenated)
+TYPED = pa.schema(
+    [
+        ("file_id", pa.int32()),
+        ("line", pa.int64()),
+        ("trace", pa.string()),
+        ("process", pa.string()),
+        ("kind", pa.int8()),  # -1: none or unknown
+        ("seq", pa.int64()),
+        ("msg", pa.string()),
+        ("peer", pa.string()),
+        ("ts", pa.float64()),
+        ("size", pa.int64()),
+        ("label", pa.string()),
+        ("seq_given", pa.bool_()),  # the row has a seq field at all (even blank)
+        ("parsed", pa.bool_()),  # the reader could read the record
+        ("rejected", pa.bool_()),  # by the row-local rules (`malformed`)
+        ("pre", pa.string()),  # details before / after the file's missing-seq rule
+        ("post", pa.string()),
+        ("raw", pa.binary()),  # the text of rejected rows only
+    ]
+)
+
+
+class BaselineError(ValueError):
+    """The inputs hold a format this baseline does not read (the native log formats)."""
+
+
+# --------------------------------------------------------------------------- typing
+
+
+def _nulls(n: int, type_: pa.DataType | None = None) -> pa.Array:
+    return pa.nulls(n, type=type_ or pa.string())
+
+
+def _text(values: pa.Array) -> pa.Array:
+    """The Spark text of a field's values (as the job's readers hand it to typing)."""
+    t = values.type
+    if pa.types.is_string(t):
+        return values
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return values.cast(pa.string())
+    if pa.types.is_null(t):
+        return _nulls(len(values))
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        return values.cast(pa.string())
+    if pa.types.is_dictionary(t):
+        return _text(values.cast(t.value_type))
+    name = str(t)
+    return pa.array([tx.spark_string(v, name) for v in values.to_pylist()], pa.string())
+
+
+def _blank_to_null(text: pa.Array) -> pa.Array:
+    trimmed = pc.utf8_trim(text, " ")
+    return pc.if_else(pc.equal(trimmed, ""), pa.scalar(None, pa.string()), trimmed)
+
+
+def _valid(values: pa.Array) -> np.ndarray:
+    return np.asarray(pc.is_valid(values), dtype=bool)
+
+
+def _structured(text: pa.Array) -> np.ndarray:
+    t = pc.utf8_trim(text, " ")
+    braces = pc.and_(pc.starts_with(t, "{"), pc.ends_with(t, "}"))
+    brackets = pc.and_(pc.starts_with(t, "["), pc.ends_with(t, "]"))
+    return np.asarray(pc.fill_null(pc.or_(braces, brackets), False), dtype=bool)
+
+
+def _longs(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """`try_cast(value as bigint)`: (values, ok)."""
+    n = len(values)
+    t = values.type
+    if pa.types.is_integer(t):
+        ok = _valid(values)
+        return np.asarray(pc.fill_null(values.cast(pa.int64()), 0)), ok
+    out = np.zeros(n, np.int64)
+    ok = np.zeros(n, bool)
+    if pa.types.is_null(t):
+        return out, ok
+    text = _text(values)
+    if pa.types.is_string(text.type) and pa.types.is_string(t):
+        trimmed = pc.utf8_trim(text, tx.TRIM_ALL)
+        plain = np.asarray(
+            pc.fill_null(pc.match_substring_regex(trimmed, r"^-?[0-9]{1,18}$"), False), bool
+        )
+        idx = np.flatnonzero(plain)
+        if len(idx):
+            out[idx] = np.asarray(pc.cast(trimmed.take(pa.array(idx)), pa.int64()))
+            ok[idx] = True
+        rest = np.flatnonzero(~plain & _valid(text))
+    else:
+        rest = np.flatnonzero(_valid(text))
+    if len(rest):
+        for i, s in zip(rest, text.take(pa.array(rest)).to_pylist(), strict=True):
+            v = tx.spark_long(s)
+            if v is not None:
+                out[i], ok[i] = v, True
+    return out, ok
+
+
+def _seconds(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The job's `ts`: a double, or an ISO-8601 time as seconds: (values, ok)."""
+    n = len(values)
+    t = values.type
+    if pa.types.is_floating(t) and t != pa.float32():
+        ok = _valid(values)
+        return np.asarray(pc.fill_null(values.cast(pa.float64()), 0.0)), ok
+    if pa.types.is_integer(t):
+        ok = _valid(values)
+        return np.asarray(pc.fill_null(values.cast(pa.float64()), 0.0)), ok
+    if pa.types.is_timestamp(t):
+        ok = _valid(values)
+        micros = pc.fill_null(values.cast(pa.timestamp("us", t.tz)).cast(pa.int64()), 0)
+        return np.asarray(micros) / 1_000_000.0, ok
+    out = np.zeros(n, np.float64)
+    ok = np.zeros(n, bool)
+    if pa.types.is_null(t):
+        return out, ok
+    text = _blank_to_null(_text(values))
+    if pa.types.is_string(t):
+        plain = np.asarray(
+            pc.fill_null(
+                pc.match_substring_regex(text, r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"), False
+            ),
+            bool,
+        )
+        idx = np.flatnonzero(plain)
+        if len(idx):
+            out[idx] = np.asarray(pc.cast(text.take(pa.array(idx)), pa.float64()))
+            ok[idx] = True
+        rest = np.flatnonzero(~plain & _valid(text))
+    else:
+        rest = np.flatnonzero(_valid(text))
+    for i, s in zip(rest, text.take(pa.array(rest)).to_pylist(), strict=True):
+        v = tx.spark_seconds(s)
+        if v is not None:
+            out[i], ok[i] = v, True
+    return out, ok
+
+
+def _kinds(kind_text: pa.Array) -> np.ndarray:
+    """`map[lower(trim(kind))]` of the aliases: a kind code, -1 when none."""
+    trimmed = pc.utf8_trim(kind_text, " ")
+    ascii_ = np.asarray(pc.fill_null(pc.string_is_ascii(trimmed), True), bool)
+    lowered = pc.ascii_lower(trimmed)
+    if not ascii_.all():
+        values = lowered.to_pylist()
+        for i in np.flatnonzero(~ascii_):
+            values[i] = trimmed[int(i)].as_py().lower()
+        lowered = pa.array(values, pa.string())
+    names = pa.array(list(ALIASES))
+    codes = np.array(list(ALIASES.values()), np.int8)
+    index = np.asarray(pc.fill_null(pc.index_in(lowered, value_set=names), -1))
+    return np.where(index >= 0, codes[np.maximum(index, 0)], -1).astype(np.int8)
+
+
+@dataclass
+class Block:
+    """Raw rows of one file (or part of one): line numbers, the fields as read, errors."""
+
+    file: InputFile
+    line: np.ndarray
+    fields: dict[str, pa.Array]
+    parse_error: pa.Array | None = None  # string, null when the record was read
+    raw: pa.Array | None = None  # binary: each row's text (JSON and CSV), else None
+
+
+def _typed(block: Block) -> pa.Table:
+    """Step 1 of the job: type the fields and apply the row-local rules (ingest/typed.py)."""
+    n = len(block.line)
+    f = {name: block.fields.get(name, _nulls(n)) for name in FIELDS}
+    text = {name: _text(f[name]) for name in ("trace_id", "process", "kind", "msg_id", "peer")}
+    trace = pc.fill_null(_blank_to_null(text["trace_id"]), block.file.default_trace)
+    process = _blank_to_null(text["process"])
+    kind_text = _blank_to_null(text["kind"])
+    kind = _kinds(text["kind"])
+    msg = _blank_to_null(text["msg_id"])
+    peer = _blank_to_null(text["peer"])
+    seq, seq_ok = _longs(f["seq"])
+    ts, ts_ok = _seconds(f["ts"])
+    size, size_ok = _longs(f["size_bytes"])
+    seq_given = _valid(f["seq"])
+    error = block.parse_error if block.parse_error is not None else _nulls(n)
+    parsed = ~_valid(error)
+
+    def given(name: str) -> np.ndarray:
+        values = f[name]
+        if pa.types.is_string(values.type) or not (
+            pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
+        ):
+            return _valid(_blank_to_null(_text(values)))
+        return _valid(values)
+
+    seq_nonblank, ts_nonblank, size_nonblank = given("seq"), given("ts"), given("size_bytes")
+    needs_msg = (kind == SEND) | (kind == RECEIVE)
+    rules = {
+        "parse": ~parsed,
+        "process": parsed & ~_valid(process),
+        "kind": parsed & ~_valid(kind_text),
+        "unknown": _valid(kind_text) & (kind < 0),
+        "seq": seq_nonblank & ~seq_ok,
+        "msg": needs_msg & ~_valid(msg),
+        "ts": ts_nonblank & (~ts_ok | ~np.isfinite(ts)),
+        "size": size_nonblank & (~size_ok | (size < 0)),
+        **{f"scalar {name}": _structured(text[name]) for name in text},
+    }
+    rejected = np.zeros(n, bool)
+    for hit in rules.values():
+        rejected |= hit
+    pre: list[str | None] = [None] * n
+    post: list[str | None] = [None] * n
+    bad = np.flatnonzero(rejected)
+    if len(bad):
+        take = pa.array(bad)
+        cells = {
+            "parse": error.take(take).to_pylist(),
+            "kind_text": kind_text.take(take).to_pylist(),
+            "seq": _text(f["seq"]).take(take).to_pylist(),
+            "ts": _text(f["ts"]).take(take).to_pylist(),
+            "size": _text(f["size_bytes"]).take(take).to_pylist(),
+        }
+        hits = {name: hit[bad] for name, hit in rules.items()}
+        for j, i in enumerate(bad):
+            before, after = [], []
+            if hits["parse"][j]:
+                before.append(cells["parse"][j])
+            if hits["process"][j]:
+                before.append("missing required field 'process'")
+            if hits["kind"][j]:
+                before.append("missing required field 'kind'")
+            if hits["unknown"][j]:
+                before.append(f"unknown kind '{cells['kind_text'][j]}'")
+            if hits["seq"][j]:
+                after.append(f"seq '{cells['seq'][j]}' is not an integer")
+            if hits["msg"][j]:
+                after.append(f"{KIND_NAMES[kind[i]]} without msg_id")
+            if hits["ts"][j]:
+                after.append(f"ts '{cells['ts'][j]}' is neither seconds nor an ISO-8601 time")
+            if hits["size"][j]:
+                after.append(f"size_bytes '{cells['size'][j]}' is not a non-negative integer")
+            for name in ("trace_id", "process", "kind", "msg_id", "peer"):
+                if hits[f"scalar {name}"][j]:
+                    after.append(f"field '{name}' must be a scalar, found an object or array")
+            pre[i] = "; ".join(before) or None
+            post[i] = "; ".join(after) or None
+    if block.raw is not None:
+        raw = pc.if_else(pa.array(rejected), block.raw, pa.scalar(None, pa.binary()))
+    else:
+        raw = _nulls(n, pa.binary())
+    msg = pc.if_else(pa.array(kind == INTERNAL), pa.scalar(None, pa.string()), msg)
+    return pa.table(
+        [
+            pa.array(np.full(n, block.file.file_id, np.int32)),
+            pa.array(block.line.astype(np.int64)),
+            trace,
+            process,
+            pa.array(kind),
+            pa.array(seq, mask=~seq_ok),
+            msg,
+            peer,
+            pa.array(ts, mask=~ts_ok),
+            pa.array(np.where(size_ok, size, 0)),
+            _text(f["label"]),
+            pa.array(seq_given),
+            pa.array(parsed),
+            pa.array(rejected),
+            pa.array(pre, pa.string()),
+            pa.array(post, pa.string()),
+            raw,
+        ],
+        schema=TYPED,
+    )
+
+
+def _whole_file(file: InputFile, why: str) -> pa.Table:
+    """A file that cannot be read at all: one rejected row at line 0 (raw empty)."""
+    return _typed(
+        Block(
+            file,
+            np.array([WHOLE_FILE_LINE]),
+            {},
+            pa.array([why]),
+            pa.array([b""], pa.binary()),
+        )
+    )
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_bytes(file: InputFile) -> bytes:
+    with open(file.path, "rb") as fh:
+        data = fh.read()
+    if file.path.lower().endswith(".gz"):
+        data = gzip.decompress(data)
+    return data
+
+
+def _lines(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive) of each line as Hadoop's LineReader splits text:
+    at `\\n`, `\\r\\n` or `\\r`; no line after a final terminator."""
+    n = len(buf)
+    nl = np.flatnonzero(buf == 10)
+    if n and (buf == 13).any():
+        cr = np.flatnonzero(buf == 13)
+        crlf = cr[(cr + 1 < n) & (buf[np.minimum(cr + 1, n - 1)] == 10)]
+        lone_nl = np.setdiff1d(nl, crlf + 1, assume_unique=True)
+        ends = np.union1d(cr, lone_nl)
+        width = np.where(np.isin(ends, crlf), 2, 1)
+    else:
+        ends = nl
+        width = np.ones(len(nl), np.int64)
+    starts = np.concatenate(([0], ends + width)).astype(np.int64)
+    ends = np.concatenate((ends, [n])).astype(np.int64)
+    if starts[-1] == n:
+        starts, ends = starts[:-1], ends[:-1]
+    return starts, ends
+
+
+def _binary_rows(data: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The lines `data[starts[i]:ends[i]]` as one binary array (one copy of the bytes)."""
+    if len(starts) == 0:
+        return pa.array([], pa.binary())
+    lengths = ends - starts
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    buf = np.frombuffer(data, np.uint8)
+    if (ends[:-1] == starts[1:]).all():  # contiguous
+        body = buf[starts[0] : ends[-1]]
+    else:
+        idx = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
+        body = buf[idx]
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(body)]
+    ).cast(pa.binary())
+
+
+_OK_TYPES = (pa.types.is_string, pa.types.is_integer, pa.types.is_boolean, pa.types.is_null)
+
+
+def _arrow_chunk(text: bytes, n_rows: int, longest: int) -> pa.Table | None:
+    """pyarrow's reading of well-formed lines, or None where it may differ from the job's."""
+    options = pj.ReadOptions(block_size=max(1 << 22, 2 * longest + 2))
+    string = {}
+    for _ in range(2):
+        parse = pj.ParseOptions(explicit_schema=pa.schema(string) if string else None)
+        try:
+            table = pj.read_json(pa.BufferReader(text), read_options=options, parse_options=parse)
+        except (pa.ArrowInvalid, UnicodeDecodeError):
+            return None
+        retimed = {
+            name: pa.string()
+            for name in FIELDS
+            if name in table.column_names and pa.types.is_timestamp(table.schema.field(name).type)
+        }
+        if not retimed:
+            break
+        string.update(retimed)  # a time given as text stays text
+    else:
+        return None
+    if table.num_rows != n_rows:
+        return None  # a line held two objects
+    for name in table.column_names:
+        type_ = table.schema.field(name).type
+        column = table.column(name)
+        if pa.types.is_floating(type_):
+            finite = pc.all(pc.is_finite(column)).as_py()
+            if finite is False:
+                return None  # NaN or Infinity: not JSON to the job
+            # an integral value in a number column other than ts may have been `1` or `1.0`
+            if name in FIELDS and name != "ts":
+                return None
+        elif pa.types.is_timestamp(type_) and name not in FIELDS:
+            continue
+        elif not any(test(type_) for test in _OK_TYPES):
+            return None  # nested: its text, or a NaN inside it, needs the line reader
+    return table.combine_chunks()
+
+
+def _line_block(file: InputFile, lines: list[int], texts: list[bytes]) -> Block:
+    """Lines read one by one by the strict reader (`ingest_baseline_text`)."""
+    errors: list[str | None] = []
+    cells: dict[str, list[str | None]] = {name: [] for name in FIELDS}
+    for text in texts:
+        error, found = tx.json_line_fields(text)
+        errors.append(error)
+        for name in FIELDS:
+            cells[name].append(tx.utf8_text(found.get(name)))
+    return Block(
+        file,
+        np.asarray(lines, np.int64),
+        {name: pa.array(values, pa.string()) for name, values in cells.items()},
+        pa.array(errors, pa.string()),
+        pa.array(texts, pa.binary()),
+    )
+
+
+def _read_jsonl(file: InputFile) -> list[pa.Table]:
+    data = _read_bytes(file)
+    parts: list[pa.Table] = []
+    first_line = 1
+    at = 0
+    while at < len(data):
+        cut = data.find(b"\n", min(at + CHUNK_BYTES, len(data)) - 1)
+        stop = len(data) if cut < 0 else cut + 1
+        tables, n_lines = _jsonl_chunk(file, data, at, stop, first_line)
+        parts.extend(tables)
+        first_line += n_lines
+        at = stop
+    return parts
+
+
+def _jsonl_chunk(
+    file: InputFile, data: bytes, lo: int, hi: int, first_line: int
+) -> tuple[list[pa.Table], int]:
+    """The typed rows of the lines in data[lo:hi] (whole lines), and how many lines."""
+    buf = np.frombuffer(data, np.uint8, hi - lo, lo)
+    starts, ends = _lines(buf)
+    if len(starts) == 0:
+        return [], 0
+    numbers = np.arange(first_line, first_line + len(starts), dtype=np.int64)
+    lengths = ends - starts
+    nonempty = lengths > 0
+    first = np.where(nonempty, buf[np.minimum(starts, len(buf) - 1)], 0)
+    last = np.where(nonempty, buf[np.maximum(ends - 1, 0)], 0)
+    regular = nonempty & (first == ord("{")) & (last == ord("}"))
+    if not data[lo:hi].isascii():
+        high = np.flatnonzero(buf >= 0x80)
+        for k in np.unique(np.searchsorted(starts, high, side="right") - 1):
+            if regular[k]:
+                try:
+                    data[lo + starts[k] : lo + ends[k]].decode("utf-8")
+                except UnicodeDecodeError:
+                    regular[k] = False
+    tables: list[pa.Table] = []
+    fast = np.flatnonzero(regular)
+    table = None
+    if len(fast):
+        if len(fast) == int(nonempty.sum()):
+            text = data[lo:hi]  # every non-empty line is one: give pyarrow the chunk as it is
+        else:
+            text = b"\n".join(data[lo + starts[k] : lo + ends[k]] for k in fast)
+        table = _arrow_chunk(text, len(fast), int(lengths[fast].max()))
+    slow = np.flatnonzero(nonempty & ~regular) if table is not None else np.flatnonzero(nonempty)
+    if table is not None and len(fast):
+        fields = {n: table.column(n).combine_chunks() for n in FIELDS if n in table.column_names}
+        raw = _binary_rows(data, lo + starts[fast], lo + ends[fast])
+        tables.append(_typed(Block(file, numbers[fast], fields, None, raw)))
+    if len(slow):
+        texts = [data[lo + starts[k] : lo + ends[k]] for k in slow]
+        keep = [j for j, t in enumerate(texts) if t.strip(b" ")]  # Spark's trim: spaces only
+        if keep:
+            block = _line_block(
+                file, [int(numbers[slow[j]]) for j in keep], [texts[j] for j in keep]
+            )
+            tables.append(_typed(block))
+    if len(tables) > 1:
+        merged = pa.concat_tables(tables)
+        tables = [merged.take(pa.array(np.argsort(merged.column("line"), kind="stable")))]
+    return tables, len(starts)
+
+
+def _read_csv(file: InputFile) -> list[pa.Table]:
+    import csv
+    import io
+
+    with (gzip.open if file.path.lower().endswith(".gz") else open)(file.path, "rb") as fh:
+        first = fh.readline()
+    head = first.decode("utf-8", errors="replace").rstrip("\r\n")
+    header = (
+        [h.strip().lower() for h in next(csv.reader(io.StringIO(head)))] if head.strip() else []
+    )
+    if not header:
+        return [_whole_file(file, "a CSV file without a header row")]
+    if len(set(header)) != len(header):
+        twice = sorted({h for h in header if header.count(h) > 1})
+        return [_whole_file(file, f"the CSV header names column(s) {twice} twice")]
+    data = _read_bytes(file)
+    starts, ends = _lines(np.frombuffer(data, np.uint8))
+    lines, texts, errors = [], [], []
+    cells: dict[str, list[str | None]] = {name: [] for name in FIELDS}
+    for number in range(2, len(starts) + 1):
+        line = data[starts[number - 1] : ends[number - 1]]
+        if not line.strip(b" "):
+            continue
+        try:
+            value = line.decode("utf-8")
+            error = None
+        except UnicodeDecodeError:
+            value = line.decode("utf-8", errors="replace")
+            error = tx.NOT_UTF8
+        tokens = next(csv.reader([value], quotechar='"', doublequote=True))
+        if error is None and '"' not in value and value.count(",") + 1 != len(header):
+            error = f"CSV row does not have the header's {len(header)} fields"
+        elif error is None and len(tokens) != len(header):
+            error = "unparseable CSV row"
+        row = dict(zip(header, tokens, strict=False))
+        for name in FIELDS:
+            cell = row.get(name)
+            cells[name].append(cell if cell else None)
+        lines.append(number - 1)
+        texts.append(line)
+        errors.append(error)
+    if not lines:
+        return []
+    block = Block(
+        file,
+        np.asarray(lines, np.int64),
+        {name: pa.array(values, pa.string()) for name, values in cells.items()},
+        pa.array(errors, pa.string()),
+        pa.array(texts, pa.binary()),
+    )
+    return [_typed(block)]
+
+
+def _parquet_rows(table: pa.Table, rows: np.ndarray) -> list[bytes]:
+    """`to_json(struct(*columns))` of some rows, as the job's raw."""
+    part = table.take(pa.array(rows))
+    names = part.column_names
+    types = [str(t) for t in part.schema.types]
+    columns = [part.column(n).to_pylist() for n in names]
+    return [
+        tx.spark_json_row(names, [c[i] for c in columns], types).encode("utf-8")
+        for i in range(part.num_rows)
+    ]
+
+
+def _read_parquet(file: InputFile) -> list[pa.Table]:
+    try:
+        pq.read_schema(file.path)
+    except (OSError, ValueError) as e:
+        return [_whole_file(file, f"not a readable Parquet file ({str(e).splitlines()[0][:200]})")]
+    table = pq.read_table(file.path)
+    present = {name.lower(): name for name in table.column_names}
+    fields = {n: table.column(present[n]).combine_chunks() for n in FIELDS if n in present}
+    n = table.num_rows
+    typed = _typed(Block(file, np.arange(1, n + 1, dtype=np.int64), fields))
+    bad = np.flatnonzero(np.asarray(typed.column("rejected"), bool))
+    if len(bad):  # the raw text of rows rejected here: the row as JSON
+        raw = [None] * n
+        for i, text in zip(bad, _parquet_rows(table, bad), strict=True):
+            raw[i] = text
+        typed = typed.set_column(
+            typed.schema.get_field_index("raw"), "raw", pa.array(raw, pa.binary())
+        )
+    return [typed]
+
+
+def _read(file: InputFile) -> list[pa.Table]:
+    if file.reader not in OURS:
+        raise BaselineError(
+            f"{file.shown}: the baseline reads JSON Lines, CSV and Parquet, not {file.reader}"
+        )
+    if not os.access(file.path, os.R_OK):
+        return [_whole_file(file, "the file cannot be read (permission denied)")]
+    if file.reader == "jsonl":
+        return _read_jsonl(file)
+    if file.reader == "csv":
+        return _read_csv(file)
+    return _read_parquet(file)
+
+
+def _reread(file: InputFile, lines: np.ndarray) -> list[bytes]:
+    """The raw text of some rows of a file, read again (rows a later rule rejected)."""
+    if file.reader in ("parquet", "delta"):
+        return _parquet_rows(pq.read_table(file.path), lines - 1)
+    data = _read_bytes(file)
+    starts, ends = _lines(np.frombuffer(data, np.uint8))
+    offset = 1 if file.reader == "csv" else 0  # a CSV header is not counted
+    return [data[starts[k + offset - 1] : ends[k + offset - 1]] for k in lines]
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def _codes(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary codes (-1 for null) and the dictionary."""
+    encoded = pc.dictionary_encode(values)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    codes = np.asarray(pc.fill_null(encoded.indices, -1)).astype(np.int64)
+    return codes, encoded.dictionary
+
+
+def _group_starts(*keys: np.ndarray) -> np.ndarray:
+    """Where a new group starts in arrays sorted by `keys`."""
+    n = len(keys[0])
+    new = np.zeros(n, bool)
+    if n:
+        new[0] = True
+        for k in keys:
+            new[1:] |= k[1:] != k[:-1]
+    return new
+
+
+def _first_of_group(new: np.ndarray) -> np.ndarray:
+    """For each position, the position where its group starts."""
+    pos = np.arange(len(new))
+    return np.maximum.accumulate(np.where(new, pos, 0))
+
+
+@dataclass
+class _Rejects:
+    """Rows rejected after typing: row -> (reason, detail with REF, the row REF points at)."""
+
+    rows: list[np.ndarray] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    details: list[list[str]] = field(default_factory=list)
+    refs: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, rows: np.ndarray, reason: str, details: list[str], refs: np.ndarray) -> None:
+        if len(rows):
+            self.rows.append(rows)
+            self.reasons.append(reason)
+            self.details.append(details)
+            self.refs.append(refs)
+
+
+def ingest_tables(paths: Sequence[str]) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+    """The three tables for `paths`, and counts and phase times."""
+    times: dict[str, float] = {}
+    began = time.perf_counter()
+    inputs = discover_inputs([str(p) for p in paths], IngestSettings())
+    files = sorted(inputs.files, key=lambda f: f.file_id)
+    parts: list[pa.Table] = []
+    for file in files:
+        parts.extend(_read(file))
+    rows = pa.concat_tables(parts) if parts else TYPED.empty_table()
+    rows = rows.combine_chunks()
+    times["read_s"] = time.perf_counter() - began
+    began = time.perf_counter()
+    tables = _judge(rows, files)
+    times["rules_s"] = time.perf_counter() - began
+    counts = {
+        "rows_read": rows.num_rows,
+        "events": tables["events"].num_rows,
+        "messages": tables["messages"].num_rows,
+        "quarantine": tables["quarantine"].num_rows,
+        **times,
+    }
+    return tables, counts
+
+
+def _judge(rows: pa.Table, files: Sequence[InputFile]) -> dict[str, pa.Table]:
+    n = rows.num_rows
+    file_index = {f.file_id: f for f in files}
+    shown = np.empty(max(file_index) + 1 if file_index else 1, dtype=object)
+    for f in files:
+        shown[f.file_id] = f.shown
+    fid = np.asarray(rows.column("file_id")).astype(np.int64)
+    line = np.asarray(rows.column("line"))
+    kind = np.asarray(rows.column("kind"))
+    seq_col = rows.column("seq")
+    seq_ok = _valid(seq_col)
+    seq = np.asarray(pc.fill_null(seq_col, 0))
+    accepted = ~np.asarray(rows.column("rejected"), bool)
+    tcode, traces = _codes(rows.column("trace"))
+    both, names = _codes(
+        pa.concat_arrays(
+            [rows.column("process").combine_chunks(), rows.column("peer").combine_chunks()]
+        )
+    )
+    pcode, peer = both[:n], both[n:]
+    mcode, msg_names = _codes(rows.column("msg"))
+    n_names = max(len(names), 1)
+
+    # which files give seq at all (every row read counts, as in the job)
+    has_seq = np.zeros(len(shown), bool)
+    has_seq[np.unique(fid[np.asarray(rows.column("seq_given"), bool)])] = True
+    missing_seq = ~seq_ok & has_seq[fid]
+
+    # step 2: events. One stable sort by (trace, process, has no seq, seq | file order)
+    acc = np.flatnonzero(accepted)
+    noseq = ~seq_ok[acc]
+    primary = (tcode[acc] * n_names + pcode[acc]) * 2 + noseq
+    secondary = np.where(noseq, acc, seq[acc])
+    order = np.lexsort((secondary, primary))
+    rows_sorted = acc[order]
+    p_sorted, s_sorted = primary[order], secondary[order]
+    new_event = _group_starts(p_sorted, s_sorted)
+    event_of = np.cumsum(new_event) - 1  # per sorted position
+    event_start = np.flatnonzero(new_event)
+    n_events = len(event_start)
+    tp_event = p_sorted[event_start] // 2
+    k_sorted = kind[rows_sorted]
+    leader_kind = k_sorted[event_start][event_of]
+    is_copy = (leader_kind == SEND) & (k_sorted == SEND)
+    duplicate = (np.arange(len(rows_sorted)) > event_start[event_of]) & ~is_copy
+    event_row = np.full(n, -1, np.int64)
+    event_row[rows_sorted] = event_of
+    dup_row = np.zeros(n, bool)
+    dup_row[rows_sorted[duplicate]] = True
+    leader = np.full(n, -1, np.int64)
+    leader[rows_sorted] = rows_sorted[event_start[event_of]]
+    copies = np.bincount(event_of[is_copy], minlength=n_events)
+    peer_sorted = peer[rows_sorted]
+    peerless = np.bincount(event_of[is_copy & (peer_sorted < 0)], minlength=n_events)
+    risky_event = (copies > 1) & (peerless > 0)
+
+    rejects = _Rejects()
+    # further copies of a multicast to a destination an earlier copy named
+    named = np.flatnonzero(is_copy & (peer_sorted >= 0) & (copies[event_of] > 1))
+    repeat_rows = np.zeros(n, bool)
+    if len(named):
+        ev, pe = event_of[named], peer_sorted[named]
+        o = np.lexsort((named, pe, ev))
+        new = _group_starts(ev[o], pe[o])
+        firsts = named[o][_first_of_group(new)]
+        again = ~new
+        rr = rows_sorted[named[o][again]]
+        repeat_rows[rr] = True
+        rejects.add(
+            rr,
+            "duplicate_event",
+            [
+                f"second copy of a multicast to '{names[int(peer[r])]}' (same process and seq as {REF})"
+                for r in rr
+            ],
+            rows_sorted[firsts[again]],
+        )
+    good = accepted & ~dup_row
+    noseq_rows = np.flatnonzero(good & missing_seq)
+    rejects.add(
+        noseq_rows, "malformed", [MISSING_SEQ] * len(noseq_rows), np.full(len(noseq_rows), -1)
+    )
+
+    # step 3: messages. One stable sort by (trace, msg_id), sends before receives
+    ends = np.flatnonzero(good & ((kind == SEND) | (kind == RECEIVE)) & ~missing_seq & ~repeat_rows)
+    mkey = tcode[ends] * max(len(msg_names), 1) + mcode[ends]
+    o = np.lexsort((ends, kind[ends], mkey))
+    e_rows, e_key, e_kind = ends[o], mkey[o], kind[ends][o]
+    new_end = _group_starts(e_key, e_kind)
+    first_end = e_rows[_first_of_group(new_end)]
+    new_msg = _group_starts(e_key)
+    msg_start = _first_of_group(new_msg)
+    dup_msg = ~new_end
+    # the first send of each message, if any: it leads its message's group
+    lead = e_rows[msg_start]
+    has_send = kind[lead] == SEND
+    sender = np.where(has_send, pcode[lead], -1)
+    send_peer = np.where(has_send, peer[lead], -1)
+    is_recv = (e_kind == RECEIVE) & ~dup_msg
+    r_proc, r_peer = pcode[e_rows], peer[e_rows]
+    wrong_dst = (send_peer >= 0) & (send_peer != r_proc)
+    wrong_src = (sender >= 0) & (r_peer >= 0) & (r_peer != sender)
+    mismatch = is_recv & (wrong_dst | wrong_src)
+    dm = np.flatnonzero(dup_msg)
+    rejects.add(
+        e_rows[dm],
+        "duplicate_msg",
+        [
+            f"second {KIND_NAMES[kind[r]]} of msg_id '{msg_names[int(mcode[r])]}' (the first is {REF})"
+            for r in e_rows[dm]
+        ],
+        first_end[dm],
+    )
+    mm = np.flatnonzero(mismatch)
+    mm_details = []
+    for j in mm:
+        r = e_rows[j]
+        m = msg_names[int(mcode[r])]
+        if wrong_dst[j]:
+            mm_details.append(
+                f"msg_id '{m}' was sent to '{names[int(send_peer[j])]}' but received by "
+                f"'{names[int(pcode[r])]}'"
+            )
+        else:
+            mm_details.append(
+                f"msg_id '{m}' was sent by '{names[int(sender[j])]}' but the receive names peer "
+                f"'{names[int(peer[r])]}'"
+            )
+    rejects.add(e_rows[mm], "peer_mismatch", mm_details, np.full(len(mm), -1))
+
+    # the messages: each key's kept send and kept receive
+    kept_end = ~dup_msg & ~mismatch
+    keys_new = new_msg
+    msg_id_of = np.cumsum(keys_new) - 1
+    n_msgs = int(keys_new.sum())
+    send_row = np.full(n_msgs, -1, np.int64)
+    recv_row = np.full(n_msgs, -1, np.int64)
+    ks = kept_end & (e_kind == SEND)
+    kr = kept_end & (e_kind == RECEIVE)
+    send_row[msg_id_of[ks]] = e_rows[ks]
+    recv_row[msg_id_of[kr]] = e_rows[kr]
+    msg_key_rows = e_rows[np.flatnonzero(keys_new)]  # a row of each message (trace, msg_id)
+
+    # after matching: a multicast's second copy to one destination (its send and receive)
+    dst = np.where(recv_row >= 0, pcode[np.maximum(recv_row, 0)], peer[np.maximum(send_row, 0)])
+    dst = np.where((send_row < 0) & (recv_row < 0), -1, dst)
+    s_event = np.where(send_row >= 0, event_row[np.maximum(send_row, 0)], -1)
+    risky = (send_row >= 0) & (dst >= 0) & risky_event[np.maximum(s_event, 0)]
+    dropped = np.zeros(n_msgs, bool)
+    cand = np.flatnonzero(risky)
+    if len(cand):
+        o2 = np.lexsort((send_row[cand], dst[cand], s_event[cand]))
+        c = cand[o2]
+        new = _group_starts(s_event[c], dst[c])
+        first = send_row[c[_first_of_group(new)]]
+        second = np.flatnonzero(~new)
+        dropped[c[second]] = True
+        for j in second:
+            m = c[j]
+            to = names[int(dst[m])]
+            rejects.add(
+                np.array([send_row[m]]),
+                "duplicate_event",
+                [f"second copy of a multicast to '{to}' (same process and seq as {REF})"],
+                np.array([first[j]]),
+            )
+            if recv_row[m] >= 0:
+                mid = msg_names[int(mcode[recv_row[m]])]
+                rejects.add(
+                    np.array([recv_row[m]]),
+                    "duplicate_event",
+                    [
+                        f"receive of msg_id '{mid}', a second copy of a multicast to '{to}' "
+                        f"(the first copy is {REF})"
+                    ],
+                    np.array([first[j]]),
+                )
+
+    late = np.concatenate(rejects.rows) if rejects.rows else np.zeros(0, np.int64)
+    kept = good.copy()
+    kept[late] = False
+
+    # events: those that keep a row; lseq numbers them in each process's order
+    keep_sorted = kept[rows_sorted]
+    k_rows = rows_sorted[keep_sorted]
+    k_event = event_of[keep_sorted]
+    new_k = _group_starts(k_event)
+    ev_ids = k_event[new_k]
+    first_rows = k_rows[new_k]
+    lseq_event = np.zeros(n_events, np.int64)
+    tp_kept = tp_event[ev_ids]
+    lseq = np.arange(len(ev_ids)) - _first_of_group(_group_starts(tp_kept)) + 1
+    lseq_event[ev_ids] = lseq
+    sends_kept = np.bincount(k_event[kind[k_rows] == SEND], minlength=n_events)
+
+    # pidx: each trace's processes with a kept row, by name
+    name_rank = np.empty(len(names), np.int64)
+    name_rank[np.asarray(pc.sort_indices(names))] = np.arange(len(names))
+    ev_trace, ev_proc = tcode[first_rows], pcode[first_rows]
+    pkeys = np.unique(ev_trace * n_names + name_rank[ev_proc])
+    pidx_of = np.arange(len(pkeys)) - _first_of_group(_group_starts(pkeys // n_names))
+
+    def pidx(t: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(pkeys) == 0:
+            return np.zeros(len(t), np.int64), np.zeros(len(t), bool)
+        key = t * n_names + name_rank[np.maximum(p, 0)]
+        at = np.minimum(np.searchsorted(pkeys, key), len(pkeys) - 1)
+        found = (p >= 0) & (pkeys[at] == key)
+        return pidx_of[at], found
+
+    events = _events_table(
+        rows,
+        first_rows,
+        ev_ids,
+        lseq_event,
+        sends_kept,
+        traces,
+        names,
+        tcode,
+        pcode,
+        shown,
+        fid,
+        pidx(ev_trace, ev_proc)[0],
+    )
+
+    # messages
+    live = np.flatnonzero(~dropped)
+    s, r = send_row[live], recv_row[live]
+    has_s, has_r = s >= 0, r >= 0
+    s0, r0 = np.maximum(s, 0), np.maximum(r, 0)
+    src = np.where(has_s, pcode[s0], peer[r0])
+    dst_m = np.where(has_r, pcode[r0], peer[s0])
+    key_rows = msg_key_rows[live]
+    src_pidx, src_found = pidx(tcode[key_rows], src)
+    dst_pidx, dst_found = pidx(tcode[key_rows], dst_m)
+    ts = np.asarray(pc.fill_null(rows.column("ts"), 0.0))
+    ts_ok = _valid(rows.column("ts"))
+    size = np.asarray(rows.column("size"))
+    status = np.where(has_s & has_r, 0, np.where(has_s, 1, 2))
+    messages = pa.table(
+        [
+            traces.take(pa.array(tcode[key_rows])),
+            msg_names.take(pa.array(mcode[key_rows])),
+            names.take(pa.array(src, mask=src < 0)),
+            names.take(pa.array(dst_m, mask=dst_m < 0)),
+            pa.array(src_pidx.astype(np.int32), mask=~src_found),
+            pa.array(dst_pidx.astype(np.int32), mask=~dst_found),
+            pa.array(lseq_event[event_row[s0]], mask=~has_s),
+            pa.array(lseq_event[event_row[r0]], mask=~has_r),
+            pa.array(ts[s0], mask=~(has_s & ts_ok[s0])),
+            pa.array(ts[r0], mask=~(has_r & ts_ok[r0])),
+            pa.array(np.where(has_s, size[s0], size[r0])),
+            pa.DictionaryArray.from_arrays(
+                pa.array(status.astype(np.int8)), pa.array(["delivered", "in_flight", "orphan"])
+            ).cast(pa.string()),
+        ],
+        schema=_schema("messages"),
+    )
+    quarantine = _quarantine_table(
+        rows,
+        rejects,
+        dup_row,
+        leader,
+        accepted,
+        has_seq,
+        traces,
+        tcode,
+        fid,
+        line,
+        shown,
+        file_index,
+    )
+    return {"events": events, "messages": messages, "quarantine": quarantine}
+
+
+def _schema(table: str) -> pa.Schema:
+    return arrow_schema(table).remove_metadata()
+
+
+def _events_table(
+    rows: pa.Table,
+    first_rows: np.ndarray,
+    ev_ids: np.ndarray,
+    lseq_event: np.ndarray,
+    sends_kept: np.ndarray,
+    traces: pa.Array,
+    names: pa.Array,
+    tcode: np.ndarray,
+    pcode: np.ndarray,
+    shown: np.ndarray,
+    fid: np.ndarray,
+    pidx: np.ndarray,
+) -> pa.Table:
+    take = pa.array(first_rows)
+    schema = _schema("events")
+    m = len(first_rows)
+    sources = pa.array([s if s is not None else "" for s in shown], pa.string())
+    return pa.table(
+        [
+            traces.take(pa.array(tcode[first_rows])),
+            names.take(pa.array(pcode[first_rows])),
+            pa.array(pidx.astype(np.int32)),
+            pa.array(lseq_event[ev_ids]),
+            pa.DictionaryArray.from_arrays(
+                pa.array(np.asarray(rows.column("kind"))[first_rows]),
+                pa.array(list(KIND_NAMES)),
+            ).cast(pa.string()),
+            rows.column("ts").take(take),
+            rows.column("label").take(take),
+            pa.array(sends_kept[ev_ids].astype(np.int32)),
+            rows.column("seq").take(take),
+            sources.take(pa.array(fid[first_rows])),
+            rows.column("line").take(take),
+            pa.nulls(m, pa.int64()),
+            pa.nulls(m, schema.field("vc").type),
+        ],
+        schema=schema,
+    )
+
+
+def _where(own: int, ref: int, line: np.ndarray, fid: np.ndarray, shown: np.ndarray) -> str:
+    if fid[ref] == fid[own]:
+        return f"line {line[ref]}"
+    return f"line {line[ref]} of {shown[fid[ref]]}"
+
+
+def _quarantine_table(
+    rows: pa.Table,
+    rejects: _Rejects,
+    dup_row: np.ndarray,
+    leader: np.ndarray,
+    accepted: np.ndarray,
+    has_seq: np.ndarray,
+    traces: pa.Array,
+    tcode: np.ndarray,
+    fid: np.ndarray,
+    line: np.ndarray,
+    shown: np.ndarray,
+    file_index: dict[int, InputFile],
+) -> pa.Table:
+    out_rows: list[int] = []
+    reasons: list[str] = []
+    details: list[str] = []
+    raws: dict[int, bytes] = {}
+    # rejected by the row-local rules: their text was kept
+    early = np.flatnonzero(~accepted)
+    if len(early):
+        take = pa.array(early)
+        pre = rows.column("pre").take(take).to_pylist()
+        post = rows.column("post").take(take).to_pylist()
+        parsed = np.asarray(rows.column("parsed"), bool)[early]
+        given = np.asarray(rows.column("seq_given"), bool)[early]
+        raw = rows.column("raw").take(take).to_pylist()
+        for j, i in enumerate(early):
+            middle = MISSING_SEQ if parsed[j] and not given[j] and has_seq[fid[i]] else None
+            details.append("; ".join(x for x in (pre[j], middle, post[j]) if x is not None))
+            reasons.append("malformed")
+            out_rows.append(int(i))
+            raws[int(i)] = raw[j] if raw[j] is not None else b""
+    dups = np.flatnonzero(dup_row)
+    for i in dups:
+        where = _where(i, leader[i], line, fid, shown)
+        details.append(f"same process and seq as {where}, and not part of a multicast send")
+        reasons.append("duplicate_event")
+        out_rows.append(int(i))
+    for rr, reason, texts, refs in zip(
+        rejects.rows, rejects.reasons, rejects.details, rejects.refs, strict=True
+    ):
+        for i, text, ref in zip(rr, texts, refs, strict=True):
+            if ref >= 0:
+                text = text.replace(REF, _where(i, ref, line, fid, shown))
+            details.append(text)
+            reasons.append(reason)
+            out_rows.append(int(i))
+    # the text of rows rejected after typing, read again from their files
+    textless = [i for i in out_rows if i not in raws]
+    by_file: dict[int, list[int]] = {}
+    for i in textless:
+        by_file.setdefault(int(fid[i]), []).append(i)
+    for f, members in by_file.items():
+        texts = _reread(file_index[f], line[np.asarray(members)])
+        raws.update(zip(members, texts, strict=True))
+    idx = np.asarray(out_rows, np.int64)
+    raw_binary = pa.array([raws[i] for i in out_rows], pa.binary())
+    sources = pa.array([s if s is not None else "" for s in shown], pa.string())
+    return pa.table(
+        [
+            sources.take(pa.array(fid[idx])),
+            pa.array(line[idx]),
+            raw_binary.view(pa.string()),
+            pa.array(reasons, pa.string()),
+            pa.array(details, pa.string()),
+            traces.take(pa.array(tcode[idx])),
+        ],
+        schema=_schema("quarantine"),
+    )
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def ingest_single(paths: Sequence[str], out_dir: Path) -> dict[str, Any]:
+    """Ingest `paths` in this process; write events/messages/quarantine Parquet in `out_dir`;
+    return counts and phase times (seconds)."""
+    tables, counts = ingest_tables(paths)
+    began = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        pq.write_table(table, out_dir / f"{name}.parquet")
+    counts["write_s"] = time.perf_counter() - began
+    kinds = pc.value_counts(tables["events"].column("kind")).to_pylist()
+    for entry in kinds:
+        counts[f"{entry['values']}_events"] = entry["counts"]
+    status = pc.value_counts(tables["messages"].column("status")).to_pylist()
+    for entry in status:
+        counts[entry["values"]] = entry["counts"]
+    return counts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("inputs", nargs="+", help="files or folders, as `causal-spark ingest`")
+    parser.add_argument("--out", required=True, type=Path, help="folder for the three tables")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    counts = ingest_single(args.inputs, args.out)
+    counts["total_s"] = time.perf_counter() - began
+    print(json.dumps(counts, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
