@@ -43,7 +43,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,13 +239,14 @@ def _kinds(kind_text: pa.Array) -> np.ndarray:
 
 @dataclass
 class Block:
-    """Raw rows of one file (or part of one): line numbers, the fields as read, errors."""
+    """Raw rows of one file (or part of one): line numbers, the fields as read, errors, and
+    how to get the text of some rows (only rejected rows keep it, as in the job)."""
 
     file: InputFile
     line: np.ndarray
     fields: dict[str, pa.Array]
     parse_error: pa.Array | None = None  # string, null when the record was read
-    raw: pa.Array | None = None  # binary: each row's text (JSON and CSV), else None
+    raw_of: Callable[[np.ndarray], list[bytes]] | None = None
 
 
 def _typed(block: Block) -> pa.Table:
@@ -326,8 +327,11 @@ def _typed(block: Block) -> pa.Table:
                     after.append(f"field '{name}' must be a scalar, found an object or array")
             pre[i] = "; ".join(before) or None
             post[i] = "; ".join(after) or None
-    if block.raw is not None:
-        raw = pc.if_else(pa.array(rejected), block.raw, pa.scalar(None, pa.binary()))
+    if len(bad) and block.raw_of is not None:
+        texts: list[bytes | None] = [None] * n
+        for i, t in zip(bad, block.raw_of(bad), strict=True):
+            texts[i] = t
+        raw = pa.array(texts, pa.binary())
     else:
         raw = _nulls(n, pa.binary())
     msg = pc.if_else(pa.array(kind == INTERNAL), pa.scalar(None, pa.string()), msg)
@@ -357,15 +361,7 @@ def _typed(block: Block) -> pa.Table:
 
 def _whole_file(file: InputFile, why: str) -> pa.Table:
     """A file that cannot be read at all: one rejected row at line 0 (raw empty)."""
-    return _typed(
-        Block(
-            file,
-            np.array([WHOLE_FILE_LINE]),
-            {},
-            pa.array([why]),
-            pa.array([b""], pa.binary()),
-        )
-    )
+    return _typed(Block(file, np.array([WHOLE_FILE_LINE]), {}, pa.array([why]), lambda rows: [b""]))
 
 
 # --------------------------------------------------------------------------- reading
@@ -398,23 +394,6 @@ def _lines(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if starts[-1] == n:
         starts, ends = starts[:-1], ends[:-1]
     return starts, ends
-
-
-def _binary_rows(data: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
-    """The lines `data[starts[i]:ends[i]]` as one binary array (one copy of the bytes)."""
-    if len(starts) == 0:
-        return pa.array([], pa.binary())
-    lengths = ends - starts
-    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    buf = np.frombuffer(data, np.uint8)
-    if (ends[:-1] == starts[1:]).all():  # contiguous
-        body = buf[starts[0] : ends[-1]]
-    else:
-        idx = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
-        body = buf[idx]
-    return pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(body)]
-    ).cast(pa.binary())
 
 
 _OK_TYPES = (pa.types.is_string, pa.types.is_integer, pa.types.is_boolean, pa.types.is_null)
@@ -473,7 +452,7 @@ def _line_block(file: InputFile, lines: list[int], texts: list[bytes]) -> Block:
         np.asarray(lines, np.int64),
         {name: pa.array(values, pa.string()) for name, values in cells.items()},
         pa.array(errors, pa.string()),
-        pa.array(texts, pa.binary()),
+        lambda rows: [texts[i] for i in rows],
     )
 
 
@@ -526,8 +505,11 @@ def _jsonl_chunk(
     slow = np.flatnonzero(nonempty & ~regular) if table is not None else np.flatnonzero(nonempty)
     if table is not None and len(fast):
         fields = {n: table.column(n).combine_chunks() for n in FIELDS if n in table.column_names}
-        raw = _binary_rows(data, lo + starts[fast], lo + ends[fast])
-        tables.append(_typed(Block(file, numbers[fast], fields, None, raw)))
+
+        def raw_of(rows: np.ndarray) -> list[bytes]:
+            return [data[lo + starts[k] : lo + ends[k]] for k in fast[rows]]
+
+        tables.append(_typed(Block(file, numbers[fast], fields, None, raw_of)))
     if len(slow):
         texts = [data[lo + starts[k] : lo + ends[k]] for k in slow]
         keep = [j for j, t in enumerate(texts) if t.strip(b" ")]  # Spark's trim: spaces only
@@ -590,7 +572,7 @@ def _read_csv(file: InputFile) -> list[pa.Table]:
         np.asarray(lines, np.int64),
         {name: pa.array(values, pa.string()) for name, values in cells.items()},
         pa.array(errors, pa.string()),
-        pa.array(texts, pa.binary()),
+        lambda rows: [texts[i] for i in rows],
     )
     return [_typed(block)]
 
@@ -616,16 +598,8 @@ def _read_parquet(file: InputFile) -> list[pa.Table]:
     present = {name.lower(): name for name in table.column_names}
     fields = {n: table.column(present[n]).combine_chunks() for n in FIELDS if n in present}
     n = table.num_rows
-    typed = _typed(Block(file, np.arange(1, n + 1, dtype=np.int64), fields))
-    bad = np.flatnonzero(np.asarray(typed.column("rejected"), bool))
-    if len(bad):  # the raw text of rows rejected here: the row as JSON
-        raw = [None] * n
-        for i, text in zip(bad, _parquet_rows(table, bad), strict=True):
-            raw[i] = text
-        typed = typed.set_column(
-            typed.schema.get_field_index("raw"), "raw", pa.array(raw, pa.binary())
-        )
-    return [typed]
+    rows = np.arange(1, n + 1, dtype=np.int64)
+    return [_typed(Block(file, rows, fields, None, lambda bad: _parquet_rows(table, bad)))]
 
 
 def _read(file: InputFile) -> list[pa.Table]:
@@ -655,13 +629,18 @@ def _reread(file: InputFile, lines: np.ndarray) -> list[bytes]:
 # --------------------------------------------------------------------------- the rules
 
 
-def _codes(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
+def _codes(values: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
     """Dictionary codes (-1 for null) and the dictionary."""
     encoded = pc.dictionary_encode(values)
     if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks()
-    codes = np.asarray(pc.fill_null(encoded.indices, -1)).astype(np.int64)
-    return codes, encoded.dictionary
+        if encoded.num_chunks == 0:
+            return np.zeros(0, np.int64), pa.array([], values.type)
+        encoded = encoded.unify_dictionaries()
+        dictionary = encoded.chunk(0).dictionary
+        indices = pa.chunked_array([c.indices for c in encoded.chunks], pa.int32())
+    else:
+        dictionary, indices = encoded.dictionary, encoded.indices
+    return np.asarray(pc.fill_null(indices, -1)).astype(np.int64), dictionary
 
 
 def _group_starts(*keys: np.ndarray) -> np.ndarray:
@@ -677,13 +656,24 @@ def _group_starts(*keys: np.ndarray) -> np.ndarray:
 
 def _first_of_group(new: np.ndarray) -> np.ndarray:
     """For each position, the position where its group starts."""
-    pos = np.arange(len(new))
-    return np.maximum.accumulate(np.where(new, pos, 0))
+    return np.maximum.accumulate(np.where(new, np.arange(len(new)), 0))
+
+
+def _stable_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """The stable order by (major, minor): one sort of a packed key when both fit, else two."""
+    if len(major) == 0:
+        return np.zeros(0, np.int64)
+    lo, hi = int(minor.min()), int(minor.max())
+    span = max(hi - lo, 0).bit_length()
+    if int(major.max()).bit_length() + span <= 62 and int(major.min()) >= 0:
+        return np.argsort((major << span) | (minor - lo), kind="stable")
+    return np.lexsort((minor, major))
 
 
 @dataclass
 class _Rejects:
-    """Rows rejected after typing: row -> (reason, detail with REF, the row REF points at)."""
+    """Rows rejected after typing: their reason, detail (REF: where another row is) and
+    the row REF points at (-1: none)."""
 
     rows: list[np.ndarray] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
@@ -692,10 +682,217 @@ class _Rejects:
 
     def add(self, rows: np.ndarray, reason: str, details: list[str], refs: np.ndarray) -> None:
         if len(rows):
-            self.rows.append(rows)
+            self.rows.append(np.asarray(rows, np.int64))
             self.reasons.append(reason)
             self.details.append(details)
-            self.refs.append(refs)
+            self.refs.append(np.asarray(refs, np.int64))
+
+    def all_rows(self) -> np.ndarray:
+        return np.concatenate(self.rows) if self.rows else np.zeros(0, np.int64)
+
+
+@dataclass
+class _Rows:
+    """The typed rows as NumPy columns, strings as dictionary codes (-1: null)."""
+
+    fid: np.ndarray
+    line: np.ndarray
+    kind: np.ndarray
+    seq: np.ndarray
+    seq_ok: np.ndarray
+    accepted: np.ndarray
+    trace: np.ndarray
+    process: np.ndarray
+    peer: np.ndarray
+    msg: np.ndarray
+    traces: pa.Array
+    names: pa.Array  # process and peer names share one dictionary
+    msgs: pa.Array
+
+    @classmethod
+    def of(cls, rows: pa.Table) -> _Rows:
+        n = rows.num_rows
+        trace, traces = _codes(rows.column("trace"))
+        names_col = pa.chunked_array(
+            rows.column("process").chunks + rows.column("peer").chunks, pa.string()
+        )
+        both, names = _codes(names_col)
+        msg, msgs = _codes(rows.column("msg"))
+        return cls(
+            fid=np.asarray(rows.column("file_id")).astype(np.int64),
+            line=np.asarray(rows.column("line")),
+            kind=np.asarray(rows.column("kind")),
+            seq=np.asarray(pc.fill_null(rows.column("seq"), 0)),
+            seq_ok=_valid(rows.column("seq")),
+            accepted=~np.asarray(rows.column("rejected"), bool),
+            trace=trace,
+            process=both[:n],
+            peer=both[n:],
+            msg=msg,
+            traces=traces,
+            names=names,
+            msgs=msgs,
+        )
+
+
+@dataclass
+class _Events:
+    """Step 2: the accepted rows in (trace, process, local order, file order), grouped."""
+
+    rows: np.ndarray  # accepted rows, sorted
+    event_of: np.ndarray  # per sorted position: its event
+    event_start: np.ndarray  # per event: its first sorted position
+    process_key: np.ndarray  # per event: (trace, process) as one number
+    event_row: np.ndarray  # per row: its event, -1 if none
+    duplicate: np.ndarray  # per row: a duplicate_event of the event rules
+    leader: np.ndarray  # per row: its event's first row
+    risky: np.ndarray  # per event: a multicast with a copy that names no destination
+
+
+def _event_rules(r: _Rows, rejects: _Rejects) -> tuple[_Events, np.ndarray]:
+    """Duplicate events, multicast copies to a destination named twice; the repeated rows."""
+    n = len(r.fid)
+    n_names = max(len(r.names), 1)
+    acc = np.flatnonzero(r.accepted)
+    noseq = ~r.seq_ok[acc]
+    major = (r.trace[acc] * n_names + r.process[acc]) * 2 + noseq
+    minor = np.where(noseq, acc, r.seq[acc])  # without seq: a row is its own event
+    order = _stable_order(major, minor)
+    rows = acc[order]
+    new_event = _group_starts(major[order], minor[order])
+    event_of = np.cumsum(new_event) - 1
+    event_start = np.flatnonzero(new_event)
+    n_events = len(event_start)
+    kind = r.kind[rows]
+    is_copy = (kind[event_start][event_of] == SEND) & (kind == SEND)
+    duplicate = np.zeros(n, bool)
+    duplicate[rows[(np.arange(len(rows)) > event_start[event_of]) & ~is_copy]] = True
+    event_row = np.full(n, -1, np.int64)
+    event_row[rows] = event_of
+    leader = np.full(n, -1, np.int64)
+    leader[rows] = rows[event_start[event_of]]
+    peer = r.peer[rows]
+    copies = np.bincount(event_of[is_copy], minlength=n_events)
+    peerless = np.bincount(event_of[is_copy & (peer < 0)], minlength=n_events)
+    # further copies of a multicast to a destination an earlier copy named
+    named = np.flatnonzero(is_copy & (peer >= 0) & (copies[event_of] > 1))
+    repeated = np.zeros(n, bool)
+    if len(named):
+        o = np.lexsort((named, peer[named], event_of[named]))
+        at = named[o]
+        new = _group_starts(event_of[at], peer[at])
+        again = rows[at[~new]]
+        repeated[again] = True
+        rejects.add(
+            again,
+            "duplicate_event",
+            [
+                f"second copy of a multicast to '{r.names[int(r.peer[x])]}' "
+                f"(same process and seq as {REF})"
+                for x in again
+            ],
+            rows[at[_first_of_group(new)][~new]],
+        )
+    events = _Events(
+        rows=rows,
+        event_of=event_of,
+        event_start=event_start,
+        process_key=major[order][event_start] // 2,
+        event_row=event_row,
+        duplicate=duplicate,
+        leader=leader,
+        risky=(copies > 1) & (peerless > 0),
+    )
+    return events, repeated
+
+
+@dataclass
+class _Messages:
+    """Each (trace, msg_id) with its kept send and receive rows (-1: none)."""
+
+    key_row: np.ndarray  # a row of the message (its trace and msg_id)
+    send: np.ndarray
+    recv: np.ndarray
+    dropped: np.ndarray  # a multicast's second copy to one destination
+
+
+def _message_rules(r: _Rows, ends: np.ndarray, rejects: _Rejects) -> _Messages:
+    """Duplicate messages and peer mismatches: one stable sort by (trace, msg_id, kind)."""
+    key = r.trace[ends] * max(len(r.msgs), 1) + r.msg[ends]
+    o = _stable_order(key, r.kind[ends].astype(np.int64))  # sends (1) before receives (2)
+    rows, key, kind = ends[o], key[o], r.kind[ends][o]
+    new_end = _group_starts(key, kind)
+    first_end = rows[_first_of_group(new_end)]
+    new_msg = _group_starts(key)
+    lead = rows[_first_of_group(new_msg)]  # the first send, if the message has one
+    has_send = r.kind[lead] == SEND
+    sender = np.where(has_send, r.process[lead], -1)
+    send_peer = np.where(has_send, r.peer[lead], -1)
+    duplicate = ~new_end
+    wrong_dst = (send_peer >= 0) & (send_peer != r.process[rows])
+    wrong_src = (sender >= 0) & (r.peer[rows] >= 0) & (r.peer[rows] != sender)
+    mismatch = (kind == RECEIVE) & ~duplicate & (wrong_dst | wrong_src)
+    dup = np.flatnonzero(duplicate)
+    rejects.add(
+        rows[dup],
+        "duplicate_msg",
+        [
+            f"second {KIND_NAMES[r.kind[x]]} of msg_id '{r.msgs[int(r.msg[x])]}' "
+            f"(the first is {REF})"
+            for x in rows[dup]
+        ],
+        first_end[dup],
+    )
+    details = []
+    for j in np.flatnonzero(mismatch):
+        x = rows[j]
+        m = r.msgs[int(r.msg[x])]
+        if wrong_dst[j]:
+            details.append(
+                f"msg_id '{m}' was sent to '{r.names[int(send_peer[j])]}' but received by "
+                f"'{r.names[int(r.process[x])]}'"
+            )
+        else:
+            details.append(
+                f"msg_id '{m}' was sent by '{r.names[int(sender[j])]}' but the receive names "
+                f"peer '{r.names[int(r.peer[x])]}'"
+            )
+    rejects.add(rows[mismatch], "peer_mismatch", details, np.full(int(mismatch.sum()), -1))
+    msg_of = np.cumsum(new_msg) - 1
+    n_msgs = int(new_msg.sum())
+    send = np.full(n_msgs, -1, np.int64)
+    recv = np.full(n_msgs, -1, np.int64)
+    kept = ~duplicate & ~mismatch
+    send[msg_of[kept & (kind == SEND)]] = rows[kept & (kind == SEND)]
+    recv[msg_of[kept & (kind == RECEIVE)]] = rows[kept & (kind == RECEIVE)]
+    return _Messages(rows[new_msg], send, recv, np.zeros(n_msgs, bool))
+
+
+def _second_copies(r: _Rows, ev: _Events, m: _Messages, rejects: _Rejects) -> None:
+    """After matching: a multicast's second copy to one destination (a copy that names no
+    peer goes where its receive is): its send and receive rows, and its message, go."""
+    s0, r0 = np.maximum(m.send, 0), np.maximum(m.recv, 0)
+    dst = np.where(m.recv >= 0, r.process[r0], np.where(m.send >= 0, r.peer[s0], -1))
+    event = np.where(m.send >= 0, ev.event_row[s0], -1)
+    cand = np.flatnonzero((m.send >= 0) & (dst >= 0) & ev.risky[np.maximum(event, 0)])
+    if not len(cand):
+        return
+    c = cand[np.lexsort((m.send[cand], dst[cand], event[cand]))]
+    new = _group_starts(event[c], dst[c])
+    first = m.send[c[_first_of_group(new)]]
+    for j in np.flatnonzero(~new):
+        k = c[j]
+        m.dropped[k] = True
+        to = r.names[int(dst[k])]
+        detail = f"second copy of a multicast to '{to}' (same process and seq as {REF})"
+        rejects.add(np.array([m.send[k]]), "duplicate_event", [detail], np.array([first[j]]))
+        if m.recv[k] >= 0:
+            mid = r.msgs[int(r.msg[m.recv[k]])]
+            detail = (
+                f"receive of msg_id '{mid}', a second copy of a multicast to '{to}' "
+                f"(the first copy is {REF})"
+            )
+            rejects.add(np.array([m.recv[k]]), "duplicate_event", [detail], np.array([first[j]]))
 
 
 def ingest_tables(paths: Sequence[str]) -> tuple[dict[str, pa.Table], dict[str, Any]]:
@@ -708,7 +905,6 @@ def ingest_tables(paths: Sequence[str]) -> tuple[dict[str, pa.Table], dict[str, 
     for file in files:
         parts.extend(_read(file))
     rows = pa.concat_tables(parts) if parts else TYPED.empty_table()
-    rows = rows.combine_chunks()
     times["read_s"] = time.perf_counter() - began
     began = time.perf_counter()
     tables = _judge(rows, files)
@@ -724,317 +920,103 @@ def ingest_tables(paths: Sequence[str]) -> tuple[dict[str, pa.Table], dict[str, 
 
 
 def _judge(rows: pa.Table, files: Sequence[InputFile]) -> dict[str, pa.Table]:
-    n = rows.num_rows
-    file_index = {f.file_id: f for f in files}
-    shown = np.empty(max(file_index) + 1 if file_index else 1, dtype=object)
+    """Steps 2-5 of the job on the typed rows (in file order)."""
+    r = _Rows.of(rows)
+    shown = np.array([""] * (max((f.file_id for f in files), default=0) + 1), dtype=object)
     for f in files:
         shown[f.file_id] = f.shown
-    fid = np.asarray(rows.column("file_id")).astype(np.int64)
-    line = np.asarray(rows.column("line"))
-    kind = np.asarray(rows.column("kind"))
-    seq_col = rows.column("seq")
-    seq_ok = _valid(seq_col)
-    seq = np.asarray(pc.fill_null(seq_col, 0))
-    accepted = ~np.asarray(rows.column("rejected"), bool)
-    tcode, traces = _codes(rows.column("trace"))
-    both, names = _codes(
-        pa.concat_arrays(
-            [rows.column("process").combine_chunks(), rows.column("peer").combine_chunks()]
-        )
-    )
-    pcode, peer = both[:n], both[n:]
-    mcode, msg_names = _codes(rows.column("msg"))
-    n_names = max(len(names), 1)
-
     # which files give seq at all (every row read counts, as in the job)
     has_seq = np.zeros(len(shown), bool)
-    has_seq[np.unique(fid[np.asarray(rows.column("seq_given"), bool)])] = True
-    missing_seq = ~seq_ok & has_seq[fid]
-
-    # step 2: events. One stable sort by (trace, process, has no seq, seq | file order)
-    acc = np.flatnonzero(accepted)
-    noseq = ~seq_ok[acc]
-    primary = (tcode[acc] * n_names + pcode[acc]) * 2 + noseq
-    secondary = np.where(noseq, acc, seq[acc])
-    order = np.lexsort((secondary, primary))
-    rows_sorted = acc[order]
-    p_sorted, s_sorted = primary[order], secondary[order]
-    new_event = _group_starts(p_sorted, s_sorted)
-    event_of = np.cumsum(new_event) - 1  # per sorted position
-    event_start = np.flatnonzero(new_event)
-    n_events = len(event_start)
-    tp_event = p_sorted[event_start] // 2
-    k_sorted = kind[rows_sorted]
-    leader_kind = k_sorted[event_start][event_of]
-    is_copy = (leader_kind == SEND) & (k_sorted == SEND)
-    duplicate = (np.arange(len(rows_sorted)) > event_start[event_of]) & ~is_copy
-    event_row = np.full(n, -1, np.int64)
-    event_row[rows_sorted] = event_of
-    dup_row = np.zeros(n, bool)
-    dup_row[rows_sorted[duplicate]] = True
-    leader = np.full(n, -1, np.int64)
-    leader[rows_sorted] = rows_sorted[event_start[event_of]]
-    copies = np.bincount(event_of[is_copy], minlength=n_events)
-    peer_sorted = peer[rows_sorted]
-    peerless = np.bincount(event_of[is_copy & (peer_sorted < 0)], minlength=n_events)
-    risky_event = (copies > 1) & (peerless > 0)
+    has_seq[np.unique(r.fid[np.asarray(rows.column("seq_given"), bool)])] = True
+    missing_seq = ~r.seq_ok & has_seq[r.fid]
 
     rejects = _Rejects()
-    # further copies of a multicast to a destination an earlier copy named
-    named = np.flatnonzero(is_copy & (peer_sorted >= 0) & (copies[event_of] > 1))
-    repeat_rows = np.zeros(n, bool)
-    if len(named):
-        ev, pe = event_of[named], peer_sorted[named]
-        o = np.lexsort((named, pe, ev))
-        new = _group_starts(ev[o], pe[o])
-        firsts = named[o][_first_of_group(new)]
-        again = ~new
-        rr = rows_sorted[named[o][again]]
-        repeat_rows[rr] = True
-        rejects.add(
-            rr,
-            "duplicate_event",
-            [
-                f"second copy of a multicast to '{names[int(peer[r])]}' (same process and seq as {REF})"
-                for r in rr
-            ],
-            rows_sorted[firsts[again]],
-        )
-    good = accepted & ~dup_row
-    noseq_rows = np.flatnonzero(good & missing_seq)
-    rejects.add(
-        noseq_rows, "malformed", [MISSING_SEQ] * len(noseq_rows), np.full(len(noseq_rows), -1)
-    )
-
-    # step 3: messages. One stable sort by (trace, msg_id), sends before receives
-    ends = np.flatnonzero(good & ((kind == SEND) | (kind == RECEIVE)) & ~missing_seq & ~repeat_rows)
-    mkey = tcode[ends] * max(len(msg_names), 1) + mcode[ends]
-    o = np.lexsort((ends, kind[ends], mkey))
-    e_rows, e_key, e_kind = ends[o], mkey[o], kind[ends][o]
-    new_end = _group_starts(e_key, e_kind)
-    first_end = e_rows[_first_of_group(new_end)]
-    new_msg = _group_starts(e_key)
-    msg_start = _first_of_group(new_msg)
-    dup_msg = ~new_end
-    # the first send of each message, if any: it leads its message's group
-    lead = e_rows[msg_start]
-    has_send = kind[lead] == SEND
-    sender = np.where(has_send, pcode[lead], -1)
-    send_peer = np.where(has_send, peer[lead], -1)
-    is_recv = (e_kind == RECEIVE) & ~dup_msg
-    r_proc, r_peer = pcode[e_rows], peer[e_rows]
-    wrong_dst = (send_peer >= 0) & (send_peer != r_proc)
-    wrong_src = (sender >= 0) & (r_peer >= 0) & (r_peer != sender)
-    mismatch = is_recv & (wrong_dst | wrong_src)
-    dm = np.flatnonzero(dup_msg)
-    rejects.add(
-        e_rows[dm],
-        "duplicate_msg",
-        [
-            f"second {KIND_NAMES[kind[r]]} of msg_id '{msg_names[int(mcode[r])]}' (the first is {REF})"
-            for r in e_rows[dm]
-        ],
-        first_end[dm],
-    )
-    mm = np.flatnonzero(mismatch)
-    mm_details = []
-    for j in mm:
-        r = e_rows[j]
-        m = msg_names[int(mcode[r])]
-        if wrong_dst[j]:
-            mm_details.append(
-                f"msg_id '{m}' was sent to '{names[int(send_peer[j])]}' but received by "
-                f"'{names[int(pcode[r])]}'"
-            )
-        else:
-            mm_details.append(
-                f"msg_id '{m}' was sent by '{names[int(sender[j])]}' but the receive names peer "
-                f"'{names[int(peer[r])]}'"
-            )
-    rejects.add(e_rows[mm], "peer_mismatch", mm_details, np.full(len(mm), -1))
-
-    # the messages: each key's kept send and kept receive
-    kept_end = ~dup_msg & ~mismatch
-    keys_new = new_msg
-    msg_id_of = np.cumsum(keys_new) - 1
-    n_msgs = int(keys_new.sum())
-    send_row = np.full(n_msgs, -1, np.int64)
-    recv_row = np.full(n_msgs, -1, np.int64)
-    ks = kept_end & (e_kind == SEND)
-    kr = kept_end & (e_kind == RECEIVE)
-    send_row[msg_id_of[ks]] = e_rows[ks]
-    recv_row[msg_id_of[kr]] = e_rows[kr]
-    msg_key_rows = e_rows[np.flatnonzero(keys_new)]  # a row of each message (trace, msg_id)
-
-    # after matching: a multicast's second copy to one destination (its send and receive)
-    dst = np.where(recv_row >= 0, pcode[np.maximum(recv_row, 0)], peer[np.maximum(send_row, 0)])
-    dst = np.where((send_row < 0) & (recv_row < 0), -1, dst)
-    s_event = np.where(send_row >= 0, event_row[np.maximum(send_row, 0)], -1)
-    risky = (send_row >= 0) & (dst >= 0) & risky_event[np.maximum(s_event, 0)]
-    dropped = np.zeros(n_msgs, bool)
-    cand = np.flatnonzero(risky)
-    if len(cand):
-        o2 = np.lexsort((send_row[cand], dst[cand], s_event[cand]))
-        c = cand[o2]
-        new = _group_starts(s_event[c], dst[c])
-        first = send_row[c[_first_of_group(new)]]
-        second = np.flatnonzero(~new)
-        dropped[c[second]] = True
-        for j in second:
-            m = c[j]
-            to = names[int(dst[m])]
-            rejects.add(
-                np.array([send_row[m]]),
-                "duplicate_event",
-                [f"second copy of a multicast to '{to}' (same process and seq as {REF})"],
-                np.array([first[j]]),
-            )
-            if recv_row[m] >= 0:
-                mid = msg_names[int(mcode[recv_row[m]])]
-                rejects.add(
-                    np.array([recv_row[m]]),
-                    "duplicate_event",
-                    [
-                        f"receive of msg_id '{mid}', a second copy of a multicast to '{to}' "
-                        f"(the first copy is {REF})"
-                    ],
-                    np.array([first[j]]),
-                )
-
-    late = np.concatenate(rejects.rows) if rejects.rows else np.zeros(0, np.int64)
+    ev, repeated = _event_rules(r, rejects)
+    good = r.accepted & ~ev.duplicate
+    no_seq = np.flatnonzero(good & missing_seq)
+    rejects.add(no_seq, "malformed", [MISSING_SEQ] * len(no_seq), np.full(len(no_seq), -1))
+    is_end = (r.kind == SEND) | (r.kind == RECEIVE)
+    msgs = _message_rules(r, np.flatnonzero(good & is_end & ~missing_seq & ~repeated), rejects)
+    _second_copies(r, ev, msgs, rejects)
     kept = good.copy()
-    kept[late] = False
+    kept[rejects.all_rows()] = False
 
     # events: those that keep a row; lseq numbers them in each process's order
-    keep_sorted = kept[rows_sorted]
-    k_rows = rows_sorted[keep_sorted]
-    k_event = event_of[keep_sorted]
-    new_k = _group_starts(k_event)
-    ev_ids = k_event[new_k]
-    first_rows = k_rows[new_k]
-    lseq_event = np.zeros(n_events, np.int64)
-    tp_kept = tp_event[ev_ids]
-    lseq = np.arange(len(ev_ids)) - _first_of_group(_group_starts(tp_kept)) + 1
-    lseq_event[ev_ids] = lseq
-    sends_kept = np.bincount(k_event[kind[k_rows] == SEND], minlength=n_events)
+    keep = kept[ev.rows]
+    k_rows, k_event = ev.rows[keep], ev.event_of[keep]
+    new = _group_starts(k_event)
+    event_ids, first_rows = k_event[new], k_rows[new]
+    lseq = np.zeros(len(ev.event_start), np.int64)
+    survivors_key = ev.process_key[event_ids]
+    lseq[event_ids] = np.arange(len(event_ids)) - _first_of_group(_group_starts(survivors_key)) + 1
+    sends = np.bincount(k_event[r.kind[k_rows] == SEND], minlength=len(ev.event_start))
+    pidx = _ProcessIndex(r, first_rows)
+    return {
+        "events": _events_table(rows, r, first_rows, event_ids, lseq, sends, pidx, shown),
+        "messages": _messages_table(rows, r, ev, msgs, lseq, pidx),
+        "quarantine": _quarantine_table(rows, r, ev, rejects, has_seq, shown, files),
+    }
 
-    # pidx: each trace's processes with a kept row, by name
-    name_rank = np.empty(len(names), np.int64)
-    name_rank[np.asarray(pc.sort_indices(names))] = np.arange(len(names))
-    ev_trace, ev_proc = tcode[first_rows], pcode[first_rows]
-    pkeys = np.unique(ev_trace * n_names + name_rank[ev_proc])
-    pidx_of = np.arange(len(pkeys)) - _first_of_group(_group_starts(pkeys // n_names))
 
-    def pidx(t: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if len(pkeys) == 0:
-            return np.zeros(len(t), np.int64), np.zeros(len(t), bool)
-        key = t * n_names + name_rank[np.maximum(p, 0)]
-        at = np.minimum(np.searchsorted(pkeys, key), len(pkeys) - 1)
-        found = (p >= 0) & (pkeys[at] == key)
-        return pidx_of[at], found
+class _ProcessIndex:
+    """pidx: each trace's processes that keep an event, numbered by name (byte order)."""
 
-    events = _events_table(
-        rows,
-        first_rows,
-        ev_ids,
-        lseq_event,
-        sends_kept,
-        traces,
-        names,
-        tcode,
-        pcode,
-        shown,
-        fid,
-        pidx(ev_trace, ev_proc)[0],
-    )
+    def __init__(self, r: _Rows, event_rows: np.ndarray) -> None:
+        self.width = max(len(r.names), 1)
+        self.rank = np.empty(len(r.names), np.int64)
+        self.rank[np.asarray(pc.sort_indices(r.names))] = np.arange(len(r.names))
+        self.keys = np.unique(r.trace[event_rows] * self.width + self.rank[r.process[event_rows]])
+        self.pidx = np.arange(len(self.keys)) - _first_of_group(
+            _group_starts(self.keys // self.width)
+        )
 
-    # messages
-    live = np.flatnonzero(~dropped)
-    s, r = send_row[live], recv_row[live]
-    has_s, has_r = s >= 0, r >= 0
-    s0, r0 = np.maximum(s, 0), np.maximum(r, 0)
-    src = np.where(has_s, pcode[s0], peer[r0])
-    dst_m = np.where(has_r, pcode[r0], peer[s0])
-    key_rows = msg_key_rows[live]
-    src_pidx, src_found = pidx(tcode[key_rows], src)
-    dst_pidx, dst_found = pidx(tcode[key_rows], dst_m)
-    ts = np.asarray(pc.fill_null(rows.column("ts"), 0.0))
-    ts_ok = _valid(rows.column("ts"))
-    size = np.asarray(rows.column("size"))
-    status = np.where(has_s & has_r, 0, np.where(has_s, 1, 2))
-    messages = pa.table(
-        [
-            traces.take(pa.array(tcode[key_rows])),
-            msg_names.take(pa.array(mcode[key_rows])),
-            names.take(pa.array(src, mask=src < 0)),
-            names.take(pa.array(dst_m, mask=dst_m < 0)),
-            pa.array(src_pidx.astype(np.int32), mask=~src_found),
-            pa.array(dst_pidx.astype(np.int32), mask=~dst_found),
-            pa.array(lseq_event[event_row[s0]], mask=~has_s),
-            pa.array(lseq_event[event_row[r0]], mask=~has_r),
-            pa.array(ts[s0], mask=~(has_s & ts_ok[s0])),
-            pa.array(ts[r0], mask=~(has_r & ts_ok[r0])),
-            pa.array(np.where(has_s, size[s0], size[r0])),
-            pa.DictionaryArray.from_arrays(
-                pa.array(status.astype(np.int8)), pa.array(["delivered", "in_flight", "orphan"])
-            ).cast(pa.string()),
-        ],
-        schema=_schema("messages"),
-    )
-    quarantine = _quarantine_table(
-        rows,
-        rejects,
-        dup_row,
-        leader,
-        accepted,
-        has_seq,
-        traces,
-        tcode,
-        fid,
-        line,
-        shown,
-        file_index,
-    )
-    return {"events": events, "messages": messages, "quarantine": quarantine}
+    def of(self, trace: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """pidx of each (trace, name code), and whether the trace has that process."""
+        if len(self.keys) == 0:
+            return np.zeros(len(trace), np.int64), np.zeros(len(trace), bool)
+        key = trace * self.width + self.rank[np.maximum(name, 0)]
+        at = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
+        return self.pidx[at], (name >= 0) & (self.keys[at] == key)
 
 
 def _schema(table: str) -> pa.Schema:
     return arrow_schema(table).remove_metadata()
 
 
+def _strings(values: np.ndarray, names: Sequence[str]) -> pa.Array:
+    """Small-integer codes as the strings they stand for."""
+    return pa.DictionaryArray.from_arrays(
+        pa.array(values.astype(np.int32)), pa.array(list(names), pa.string())
+    ).cast(pa.string())
+
+
 def _events_table(
     rows: pa.Table,
+    r: _Rows,
     first_rows: np.ndarray,
-    ev_ids: np.ndarray,
-    lseq_event: np.ndarray,
-    sends_kept: np.ndarray,
-    traces: pa.Array,
-    names: pa.Array,
-    tcode: np.ndarray,
-    pcode: np.ndarray,
+    event_ids: np.ndarray,
+    lseq: np.ndarray,
+    sends: np.ndarray,
+    pidx: _ProcessIndex,
     shown: np.ndarray,
-    fid: np.ndarray,
-    pidx: np.ndarray,
 ) -> pa.Table:
+    """One row per event that keeps a row, from its first kept row."""
     take = pa.array(first_rows)
     schema = _schema("events")
     m = len(first_rows)
-    sources = pa.array([s if s is not None else "" for s in shown], pa.string())
+    trace, process = r.trace[first_rows], r.process[first_rows]
     return pa.table(
         [
-            traces.take(pa.array(tcode[first_rows])),
-            names.take(pa.array(pcode[first_rows])),
-            pa.array(pidx.astype(np.int32)),
-            pa.array(lseq_event[ev_ids]),
-            pa.DictionaryArray.from_arrays(
-                pa.array(np.asarray(rows.column("kind"))[first_rows]),
-                pa.array(list(KIND_NAMES)),
-            ).cast(pa.string()),
+            r.traces.take(pa.array(trace)),
+            r.names.take(pa.array(process)),
+            pa.array(pidx.of(trace, process)[0].astype(np.int32)),
+            pa.array(lseq[event_ids]),
+            _strings(r.kind[first_rows], KIND_NAMES),
             rows.column("ts").take(take),
             rows.column("label").take(take),
-            pa.array(sends_kept[ev_ids].astype(np.int32)),
+            pa.array(sends[event_ids].astype(np.int32)),
             rows.column("seq").take(take),
-            sources.take(pa.array(fid[first_rows])),
+            _strings(r.fid[first_rows], shown),
             rows.column("line").take(take),
             pa.nulls(m, pa.int64()),
             pa.nulls(m, schema.field("vc").type),
@@ -1043,32 +1025,61 @@ def _events_table(
     )
 
 
-def _where(own: int, ref: int, line: np.ndarray, fid: np.ndarray, shown: np.ndarray) -> str:
-    if fid[ref] == fid[own]:
-        return f"line {line[ref]}"
-    return f"line {line[ref]} of {shown[fid[ref]]}"
+def _messages_table(
+    rows: pa.Table, r: _Rows, ev: _Events, msgs: _Messages, lseq: np.ndarray, pidx: _ProcessIndex
+) -> pa.Table:
+    live = ~msgs.dropped
+    s, v, key = msgs.send[live], msgs.recv[live], msgs.key_row[live]
+    has_s, has_r = s >= 0, v >= 0
+    s0, r0 = np.maximum(s, 0), np.maximum(v, 0)
+    src = np.where(has_s, r.process[s0], r.peer[r0])
+    dst = np.where(has_r, r.process[r0], r.peer[s0])
+    src_pidx, src_found = pidx.of(r.trace[key], src)
+    dst_pidx, dst_found = pidx.of(r.trace[key], dst)
+    ts_col = rows.column("ts")
+    ts, ts_ok = np.asarray(pc.fill_null(ts_col, 0.0)), _valid(ts_col)
+    size = np.asarray(rows.column("size"))
+    status = np.where(has_s & has_r, 0, np.where(has_s, 1, 2))
+    return pa.table(
+        [
+            r.traces.take(pa.array(r.trace[key])),
+            r.msgs.take(pa.array(r.msg[key])),
+            r.names.take(pa.array(src, mask=src < 0)),
+            r.names.take(pa.array(dst, mask=dst < 0)),
+            pa.array(src_pidx.astype(np.int32), mask=~src_found),
+            pa.array(dst_pidx.astype(np.int32), mask=~dst_found),
+            pa.array(lseq[ev.event_row[s0]], mask=~has_s),
+            pa.array(lseq[ev.event_row[r0]], mask=~has_r),
+            pa.array(ts[s0], mask=~(has_s & ts_ok[s0])),
+            pa.array(ts[r0], mask=~(has_r & ts_ok[r0])),
+            pa.array(np.where(has_s, size[s0], size[r0])),
+            _strings(status, ("delivered", "in_flight", "orphan")),
+        ],
+        schema=_schema("messages"),
+    )
 
 
 def _quarantine_table(
     rows: pa.Table,
+    r: _Rows,
+    ev: _Events,
     rejects: _Rejects,
-    dup_row: np.ndarray,
-    leader: np.ndarray,
-    accepted: np.ndarray,
     has_seq: np.ndarray,
-    traces: pa.Array,
-    tcode: np.ndarray,
-    fid: np.ndarray,
-    line: np.ndarray,
     shown: np.ndarray,
-    file_index: dict[int, InputFile],
+    files: Sequence[InputFile],
 ) -> pa.Table:
-    out_rows: list[int] = []
+    """Every rejected row with its text, reason and a detail that says where the other row is."""
+    out: list[int] = []
     reasons: list[str] = []
     details: list[str] = []
     raws: dict[int, bytes] = {}
-    # rejected by the row-local rules: their text was kept
-    early = np.flatnonzero(~accepted)
+
+    def where(own: int, ref: int) -> str:
+        if r.fid[ref] == r.fid[own]:
+            return f"line {r.line[ref]}"
+        return f"line {r.line[ref]} of {shown[r.fid[ref]]}"
+
+    early = np.flatnonzero(~r.accepted)  # rejected by the row-local rules: text kept
     if len(early):
         take = pa.array(early)
         pre = rows.column("pre").take(take).to_pylist()
@@ -1077,45 +1088,38 @@ def _quarantine_table(
         given = np.asarray(rows.column("seq_given"), bool)[early]
         raw = rows.column("raw").take(take).to_pylist()
         for j, i in enumerate(early):
-            middle = MISSING_SEQ if parsed[j] and not given[j] and has_seq[fid[i]] else None
+            middle = MISSING_SEQ if parsed[j] and not given[j] and has_seq[r.fid[i]] else None
             details.append("; ".join(x for x in (pre[j], middle, post[j]) if x is not None))
             reasons.append("malformed")
-            out_rows.append(int(i))
-            raws[int(i)] = raw[j] if raw[j] is not None else b""
-    dups = np.flatnonzero(dup_row)
-    for i in dups:
-        where = _where(i, leader[i], line, fid, shown)
-        details.append(f"same process and seq as {where}, and not part of a multicast send")
+            out.append(int(i))
+            raws[int(i)] = raw[j] or b""
+    for i in np.flatnonzero(ev.duplicate):
+        where_ = where(i, ev.leader[i])
+        details.append(f"same process and seq as {where_}, and not part of a multicast send")
         reasons.append("duplicate_event")
-        out_rows.append(int(i))
-    for rr, reason, texts, refs in zip(
-        rejects.rows, rejects.reasons, rejects.details, rejects.refs, strict=True
-    ):
-        for i, text, ref in zip(rr, texts, refs, strict=True):
-            if ref >= 0:
-                text = text.replace(REF, _where(i, ref, line, fid, shown))
-            details.append(text)
-            reasons.append(reason)
-            out_rows.append(int(i))
+        out.append(int(i))
+    for group in zip(rejects.rows, rejects.reasons, rejects.details, rejects.refs, strict=True):
+        for i, text, ref in zip(group[0], group[2], group[3], strict=True):
+            details.append(text.replace(REF, where(i, ref)) if ref >= 0 else text)
+            reasons.append(group[1])
+            out.append(int(i))
     # the text of rows rejected after typing, read again from their files
-    textless = [i for i in out_rows if i not in raws]
     by_file: dict[int, list[int]] = {}
-    for i in textless:
-        by_file.setdefault(int(fid[i]), []).append(i)
+    for i in out:
+        if i not in raws:
+            by_file.setdefault(int(r.fid[i]), []).append(i)
+    file_of = {f.file_id: f for f in files}
     for f, members in by_file.items():
-        texts = _reread(file_index[f], line[np.asarray(members)])
-        raws.update(zip(members, texts, strict=True))
-    idx = np.asarray(out_rows, np.int64)
-    raw_binary = pa.array([raws[i] for i in out_rows], pa.binary())
-    sources = pa.array([s if s is not None else "" for s in shown], pa.string())
+        raws.update(zip(members, _reread(file_of[f], r.line[members]), strict=True))
+    idx = np.asarray(out, np.int64)
     return pa.table(
         [
-            sources.take(pa.array(fid[idx])),
-            pa.array(line[idx]),
-            raw_binary.view(pa.string()),
+            _strings(r.fid[idx], shown),
+            pa.array(r.line[idx]),
+            pa.array([raws[i] for i in out], pa.binary()).view(pa.string()),
             pa.array(reasons, pa.string()),
             pa.array(details, pa.string()),
-            traces.take(pa.array(tcode[idx])),
+            r.traces.take(pa.array(r.trace[idx])),
         ],
         schema=_schema("quarantine"),
     )

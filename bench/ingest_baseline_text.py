@@ -538,7 +538,7 @@ def _zone(zone_id: str) -> int | str:
 
 def _days_from_civil(y: int, m: int, d: int) -> int:
     y -= m <= 2
-    era = (y if y >= 0 else y - 399) // 400
+    era = y // 400  # floor division: no correction for negative years
     yoe = y - era * 400
     doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
@@ -670,15 +670,21 @@ def spark_timestamp_seconds(text: str | None) -> float | None:
         if isinstance(zone, int):
             today = today + dt.timedelta(seconds=zone)
         else:
-            from zoneinfo import ZoneInfo
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-            today = today.astimezone(ZoneInfo(zone))
+            try:
+                today = today.astimezone(ZoneInfo(zone))
+            except (ZoneInfoNotFoundError, ValueError):
+                return None
         y, mo, d = today.year, today.month, today.day
     if not (1 <= mo <= 12 and 1 <= d <= _month_days(y, mo) and h <= 23 and mi <= 59 and s <= 59):
         return None
     if abs(y) > 999_999_999:
         return None
-    offset = zone if isinstance(zone, int) else _region_offset(zone, y, mo, d, h, mi, s)
+    try:
+        offset = zone if isinstance(zone, int) else _region_offset(zone, y, mo, d, h, mi, s)
+    except _BadZone:
+        return None
     seconds = _days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset
     micros = seconds * 1_000_000 + us
     if not LONG_MIN <= micros <= LONG_MAX:
