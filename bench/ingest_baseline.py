@@ -80,6 +80,8 @@ MISSING_SEQ = "missing seq (other rows of this file have one)"
 REF = "\u0001ref\u0001"
 WHOLE_FILE_LINE = 0
 OURS = ("jsonl", "csv", "parquet", "delta")
+# rows read by pyarrow's JSON reader and line by line (reset by `ingest_tables`)
+_PATHS = {"json_rows_arrow": 0, "json_rows_line_by_line": 0}
 
 # the typed rows every reader's rows become (one table per block, concatenated)
 TYPED = pa.schema(
@@ -510,9 +512,11 @@ def _jsonl_chunk(
             return [data[lo + starts[k] : lo + ends[k]] for k in fast[rows]]
 
         tables.append(_typed(Block(file, numbers[fast], fields, None, raw_of)))
+        _PATHS["json_rows_arrow"] += len(fast)
     if len(slow):
         texts = [data[lo + starts[k] : lo + ends[k]] for k in slow]
         keep = [j for j, t in enumerate(texts) if t.strip(b" ")]  # Spark's trim: spaces only
+        _PATHS["json_rows_line_by_line"] += len(keep)
         if keep:
             block = _line_block(
                 file, [int(numbers[slow[j]]) for j in keep], [texts[j] for j in keep]
@@ -635,8 +639,11 @@ def _codes(values: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
     if isinstance(encoded, pa.ChunkedArray):
         if encoded.num_chunks == 0:
             return np.zeros(0, np.int64), pa.array([], values.type)
-        encoded = encoded.unify_dictionaries()
+        # one memo table encodes every chunk, and each chunk carries its final dictionary
         dictionary = encoded.chunk(0).dictionary
+        if any(len(c.dictionary) != len(dictionary) for c in encoded.chunks):
+            encoded = encoded.unify_dictionaries()
+            dictionary = encoded.chunk(0).dictionary
         indices = pa.chunked_array([c.indices for c in encoded.chunks], pa.int32())
     else:
         dictionary, indices = encoded.dictionary, encoded.indices
@@ -899,6 +906,7 @@ def ingest_tables(paths: Sequence[str]) -> tuple[dict[str, pa.Table], dict[str, 
     """The three tables for `paths`, and counts and phase times."""
     times: dict[str, float] = {}
     began = time.perf_counter()
+    _PATHS.update(dict.fromkeys(_PATHS, 0))
     inputs = discover_inputs([str(p) for p in paths], IngestSettings())
     files = sorted(inputs.files, key=lambda f: f.file_id)
     parts: list[pa.Table] = []
@@ -914,6 +922,7 @@ def ingest_tables(paths: Sequence[str]) -> tuple[dict[str, pa.Table], dict[str, 
         "events": tables["events"].num_rows,
         "messages": tables["messages"].num_rows,
         "quarantine": tables["quarantine"].num_rows,
+        **_PATHS,
         **times,
     }
     return tables, counts

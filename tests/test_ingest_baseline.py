@@ -273,6 +273,48 @@ def _values_file(rng: random.Random, trace: str, n: int) -> list[bytes]:
     return lines
 
 
+def _uniform_files(folder: Path, seed: int) -> None:
+    """Files whose odd values have one JSON type per field, as pyarrow's reader takes them
+    whole: every field a string (times as ISO text), or names, ids and labels as numbers."""
+    trace = f"adv-{seed}-uniform"
+    texts = [
+        {"trace_id": f" {trace} ", "process": " p1 ", "seq": "1", "kind": "SND", "msg_id": " m1 ",
+         "peer": "p2", "ts": "1970-01-01T00:00:01Z", "size_bytes": " 5 ", "label": ""},
+        {"trace_id": trace, "process": "p2", "seq": "+1", "kind": "Deliver", "msg_id": "m1",
+         "peer": "p1", "ts": "1970-01-01 00:00:02", "size_bytes": "x", "label": " "},
+        {"trace_id": trace, "process": "p2", "seq": "x", "kind": "local", "ts": "yesterday"},
+        {"trace_id": trace, "process": "p2", "seq": "2", "kind": "teleport", "ts": "3.5"},
+        {"trace_id": trace, "process": "p1", "seq": "2", "kind": "internal", "ts": "2024-02-30"},
+        {"trace_id": trace, "process": "p1", "seq": " 3", "kind": "local", "ts": "NaN"},
+        {"trace_id": trace, "process": "{p}", "seq": "4", "kind": "[x]", "ts": "1e3"},
+    ]  # fmt: skip
+    write_jsonl(folder / "uniform-strings.jsonl", texts)
+    numbers = [
+        {"trace_id": 7, "process": 1, "seq": 1, "kind": "send", "msg_id": 10, "peer": 2,
+         "ts": 1, "size_bytes": 3, "label": 4},
+        {"trace_id": 7, "process": 2, "seq": 1, "kind": "receive", "msg_id": 10, "peer": 1,
+         "ts": 2, "size_bytes": -3, "label": 5},
+        {"trace_id": 7, "process": 2, "seq": 2, "kind": "receive", "msg_id": 11, "peer": 1,
+         "ts": 3, "size_bytes": 9223372036854775807, "label": -0},
+        {"trace_id": 7, "process": 1, "seq": -2, "kind": "internal", "ts": 4, "label": 6},
+    ]  # fmt: skip
+    write_jsonl(folder / "uniform-numbers.jsonl", numbers)
+    flags = [
+        {"trace_id": "b", "process": "p", "seq": 1, "kind": "internal", "label": True},
+        {"trace_id": "b", "process": "p", "seq": 2, "kind": "internal", "label": False,
+         "size_bytes": True},
+        {"trace_id": "b", "process": "p", "seq": 3, "kind": "internal", "extra": None},
+    ]  # fmt: skip
+    write_jsonl(folder / "uniform-flags.jsonl", flags)
+    # every ts an ISO time: pyarrow would read them as timestamps, the job as text
+    times = [
+        {"trace_id": "iso", "process": "p", "seq": i, "kind": "internal", "label": day,
+         "ts": f"{day} 00:00:0{i}"}
+        for i, day in enumerate(["2024-01-01", "2024-02-29", "1970-01-01"], start=1)
+    ]  # fmt: skip
+    write_jsonl(folder / "uniform-times.jsonl", times)
+
+
 def _csv_files(folder: Path) -> None:
     (folder / "mixed.csv").write_bytes(
         b"Process,KIND,seq,ts,msg_id,peer,extra,label\n"
@@ -349,6 +391,7 @@ def _adversarial(folder: Path, seed: int) -> list[Path]:
     ]
     write_jsonl(folder / "some-seq.jsonl", [*some, {"trace_id": "adv-some", "process": "p",
                                                     "kind": "internal"}])  # fmt: skip
+    _uniform_files(folder, seed)
     _csv_files(folder)
     _parquet_files(folder)
     return [folder]
@@ -440,11 +483,11 @@ def _difference(job: pa.Table, mine: pa.Table) -> str:
     return "\n".join(["job only:", *sorted(a - b)[:8], "baseline only:", *sorted(b - a)[:8]])
 
 
-@pytest.fixture(scope="module", params=["chunks of 64 MB", "chunks of 2 kB"])
+@pytest.fixture(scope="module", params=["chunks of 64 MB", "chunks of 64 kB"])
 def baseline_tables(request: pytest.FixtureRequest, baseline: ModuleType,
                     given: list[str]) -> Iterator[dict[str, pa.Table]]:  # fmt: skip
     before = baseline.CHUNK_BYTES
-    baseline.CHUNK_BYTES = 64 << 20 if request.param.endswith("MB") else 2048
+    baseline.CHUNK_BYTES = 64 << 20 if request.param.endswith("MB") else 64 << 10
     try:
         tables, _ = baseline.ingest_tables(given)
     finally:
