@@ -6,7 +6,7 @@ Reads the same inputs as the job (files found by the job's own discovery, so fil
 order, `source` and default trace ids are the job's; JSON Lines, CSV, Parquet and
 Delta data files) and writes `events`, `messages` and `quarantine` as Parquet in
 DIR, with the job's schemas (schemas/*.json) and the same rows: the rules of
-DESIGN §1 in the job's order (docs/ingest.md), the same reasons, details, line
+docs/ingest.md in the job's order, the same reasons, details, line
 numbers, lseq, pidx and message status. No Spark runs; pyarrow uses its threads.
 
 How, in one process:
@@ -30,9 +30,9 @@ How, in one process:
 4. **Tables**: columns built by `take` from dictionaries; `raw` of a row rejected
    after step 2 is read again from its file (as the job does).
 
-The job and DESIGN disagree on one JSON case: Spark's `from_json` ignores what
-follows a `]` after the line's object (`{...}] x` is accepted by the job); here
-it is `malformed` as DESIGN §1 says.
+Where the job breaks its own contract, the baseline keeps the contract: Spark's
+`from_json` ignores what follows a `]` after the line's object, so the job accepts
+`{...}] x`; here it is `malformed` (docs/ingest.md: trailing text on the line).
 """
 
 from __future__ import annotations

@@ -357,7 +357,7 @@ def _object_or_error(text: str) -> tuple[_Obj | None, str | None]:
     except (_Bad, RecursionError):
         return None, MORE_THAN_ONE
     if parsed.i != len(text):
-        # trailing text (Spark 4's from_json ignores what follows a `]`, DESIGN does not)
+        # trailing text (Spark 4's from_json ignores what follows a `]`; docs/ingest.md does not)
         return None, MORE_THAN_ONE
     return found, None
 
