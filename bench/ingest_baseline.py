@@ -135,7 +135,18 @@ def _text(values: pa.Array) -> pa.Array:
     return pa.array([tx.spark_string(v, name) for v in values.to_pylist()], pa.string())
 
 
+def _edged(text: pa.Array) -> bool:
+    """Whether any value is empty or starts or ends with a space (Spark's trim has work)."""
+    if text.null_count == len(text):
+        return False
+    spaced = pc.or_(pc.starts_with(text, " "), pc.ends_with(text, " "))
+    return bool(pc.any(spaced).as_py() or pc.any(pc.equal(pc.utf8_length(text), 0)).as_py())
+
+
 def _blank_to_null(text: pa.Array) -> pa.Array:
+    """Spark's `trim` (spaces only), and null for what is left empty."""
+    if not _edged(text):
+        return text
     trimmed = pc.utf8_trim(text, " ")
     return pc.if_else(pc.equal(trimmed, ""), pa.scalar(None, pa.string()), trimmed)
 
@@ -145,7 +156,8 @@ def _valid(values: pa.Array) -> np.ndarray:
 
 
 def _structured(text: pa.Array) -> np.ndarray:
-    t = pc.utf8_trim(text, " ")
+    """The trimmed text looks like a JSON object or array."""
+    t = pc.utf8_trim(text, " ") if _edged(text) else text
     braces = pc.and_(pc.starts_with(t, "{"), pc.ends_with(t, "}"))
     brackets = pc.and_(pc.starts_with(t, "["), pc.ends_with(t, "]"))
     return np.asarray(pc.fill_null(pc.or_(braces, brackets), False), dtype=bool)
@@ -293,10 +305,11 @@ def _typed(block: Block) -> pa.Table:
     rejected = np.zeros(n, bool)
     for hit in rules.values():
         rejected |= hit
-    pre: list[str | None] = [None] * n
-    post: list[str | None] = [None] * n
+    pre: list[str | None] | None = None
+    post: list[str | None] | None = None
     bad = np.flatnonzero(rejected)
     if len(bad):
+        pre, post = [None] * n, [None] * n
         take = pa.array(bad)
         cells = {
             "parse": error.take(take).to_pylist(),
@@ -353,8 +366,8 @@ def _typed(block: Block) -> pa.Table:
             pa.array(seq_given),
             pa.array(parsed),
             pa.array(rejected),
-            pa.array(pre, pa.string()),
-            pa.array(post, pa.string()),
+            _nulls(n) if pre is None else pa.array(pre, pa.string()),
+            _nulls(n) if post is None else pa.array(post, pa.string()),
             raw,
         ],
         schema=TYPED,
@@ -647,7 +660,7 @@ def _codes(values: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
         indices = pa.chunked_array([c.indices for c in encoded.chunks], pa.int32())
     else:
         dictionary, indices = encoded.dictionary, encoded.indices
-    return np.asarray(pc.fill_null(indices, -1)).astype(np.int64), dictionary
+    return np.asarray(pc.fill_null(indices, -1)), dictionary
 
 
 def _group_starts(*keys: np.ndarray) -> np.ndarray:
@@ -762,7 +775,7 @@ def _event_rules(r: _Rows, rejects: _Rejects) -> tuple[_Events, np.ndarray]:
     n_names = max(len(r.names), 1)
     acc = np.flatnonzero(r.accepted)
     noseq = ~r.seq_ok[acc]
-    major = (r.trace[acc] * n_names + r.process[acc]) * 2 + noseq
+    major = (r.trace[acc].astype(np.int64) * n_names + r.process[acc]) * 2 + noseq
     minor = np.where(noseq, acc, r.seq[acc])  # without seq: a row is its own event
     order = _stable_order(major, minor)
     rows = acc[order]
@@ -825,7 +838,7 @@ class _Messages:
 
 def _message_rules(r: _Rows, ends: np.ndarray, rejects: _Rejects) -> _Messages:
     """Duplicate messages and peer mismatches: one stable sort by (trace, msg_id, kind)."""
-    key = r.trace[ends] * max(len(r.msgs), 1) + r.msg[ends]
+    key = r.trace[ends].astype(np.int64) * max(len(r.msgs), 1) + r.msg[ends]
     o = _stable_order(key, r.kind[ends].astype(np.int64))  # sends (1) before receives (2)
     rows, key, kind = ends[o], key[o], r.kind[ends][o]
     new_end = _group_starts(key, kind)
@@ -913,12 +926,16 @@ def ingest_tables(paths: Sequence[str]) -> tuple[dict[str, pa.Table], dict[str, 
     for file in files:
         parts.extend(_read(file))
     rows = pa.concat_tables(parts) if parts else TYPED.empty_table()
+    del parts
+    n_rows = rows.num_rows
     times["read_s"] = time.perf_counter() - began
     began = time.perf_counter()
-    tables = _judge(rows, files)
+    owned = [rows]  # handed over, so that _judge can let go of columns it has encoded
+    del rows
+    tables = _judge(owned, files)
     times["rules_s"] = time.perf_counter() - began
     counts = {
-        "rows_read": rows.num_rows,
+        "rows_read": n_rows,
         "events": tables["events"].num_rows,
         "messages": tables["messages"].num_rows,
         "quarantine": tables["quarantine"].num_rows,
@@ -928,9 +945,11 @@ def ingest_tables(paths: Sequence[str]) -> tuple[dict[str, pa.Table], dict[str, 
     return tables, counts
 
 
-def _judge(rows: pa.Table, files: Sequence[InputFile]) -> dict[str, pa.Table]:
-    """Steps 2-5 of the job on the typed rows (in file order)."""
+def _judge(owned: list[pa.Table], files: Sequence[InputFile]) -> dict[str, pa.Table]:
+    """Steps 2-5 of the job on the typed rows (in file order), taken from `owned`."""
+    rows = owned.pop()
     r = _Rows.of(rows)
+    rows = rows.drop_columns(["trace", "process", "peer", "msg", "kind", "file_id"])
     shown = np.array([""] * (max((f.file_id for f in files), default=0) + 1), dtype=object)
     for f in files:
         shown[f.file_id] = f.shown
@@ -974,7 +993,8 @@ class _ProcessIndex:
         self.width = max(len(r.names), 1)
         self.rank = np.empty(len(r.names), np.int64)
         self.rank[np.asarray(pc.sort_indices(r.names))] = np.arange(len(r.names))
-        self.keys = np.unique(r.trace[event_rows] * self.width + self.rank[r.process[event_rows]])
+        trace = r.trace[event_rows].astype(np.int64)
+        self.keys = np.unique(trace * self.width + self.rank[r.process[event_rows]])
         self.pidx = np.arange(len(self.keys)) - _first_of_group(
             _group_starts(self.keys // self.width)
         )
@@ -983,7 +1003,7 @@ class _ProcessIndex:
         """pidx of each (trace, name code), and whether the trace has that process."""
         if len(self.keys) == 0:
             return np.zeros(len(trace), np.int64), np.zeros(len(trace), bool)
-        key = trace * self.width + self.rank[np.maximum(name, 0)]
+        key = trace.astype(np.int64) * self.width + self.rank[np.maximum(name, 0)]
         at = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
         return self.pidx[at], (name >= 0) & (self.keys[at] == key)
 
