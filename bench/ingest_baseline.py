@@ -1012,6 +1012,17 @@ def _schema(table: str) -> pa.Schema:
     return arrow_schema(table).remove_metadata()
 
 
+def comparable(table: pa.Table, name: str) -> pa.Table:
+    """`table` (this baseline's, or the job's as read from Delta or Spark) cast to the schema
+    of table `name` and sorted by every column but `vc`: two ingests wrote the same rows
+    iff their comparable tables are equal."""
+    schema = _schema(name)
+    columns = [table.column(f.name).cast(f.type) for f in schema]
+    cast = pa.table(columns, schema=schema)
+    keys = [(f.name, "ascending") for f in schema if not pa.types.is_list(f.type)]
+    return cast.take(pc.sort_indices(cast, keys))
+
+
 def _strings(values: np.ndarray, names: Sequence[str]) -> pa.Array:
     """Small-integer codes as the strings they stand for."""
     return pa.DictionaryArray.from_arrays(
