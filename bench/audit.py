@@ -49,7 +49,6 @@ import math
 import os
 import platform
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -187,12 +186,12 @@ class Phase:
 class AuditRun:
     seconds: float
     cpu_s: float  # sampled, whole tree
-    rusage_cpu_s: float  # reaped descendants (getrusage), a check of the sampled figure
     peak_mb: float
     phases: dict[str, Phase]
     job_seconds: dict[str, float]  # each stage's own `done in`
     staged: dict[str, dict[str, int]]
     samples: int
+    replay_statuses: str  # the job's own `replay: runs by status: ...` line
 
 
 def run_audit(logs: Path, warehouse: Path, log: Path) -> AuditRun:
@@ -200,11 +199,11 @@ def run_audit(logs: Path, warehouse: Path, log: Path) -> AuditRun:
     shutil.rmtree(warehouse, ignore_errors=True)
     cmd = [*_causal_spark(), "audit", str(logs), "--warehouse", str(warehouse)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, bufsize=1)  # fmt: skip
     job_seconds: dict[str, float] = {}
+    replay_line: list[str] = []
     staged: dict[str, dict[str, int]] = {}
     log.parent.mkdir(parents=True, exist_ok=True)
     with TreeSampler(proc.pid, 0.05) as sampler, log.open("w") as out:
@@ -228,6 +227,8 @@ def run_audit(logs: Path, warehouse: Path, log: Path) -> AuditRun:
                         staged[stage] = _staged(found.group(4))
                 elif COMMITTED.match(text):
                     sampler.mark(EXIT)
+                elif text.startswith("replay: runs by status: "):
+                    replay_line.append(text.removeprefix("replay: "))
 
         readers = [threading.Thread(target=follow, args=(proc.stderr, "err"), daemon=True),
                    threading.Thread(target=follow, args=(proc.stdout, "out"), daemon=True)]  # fmt: skip
@@ -237,7 +238,6 @@ def run_audit(logs: Path, warehouse: Path, log: Path) -> AuditRun:
         ended = time.monotonic()
         for reader in readers:
             reader.join()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if code != 0:
         raise JobFailed(f"{' '.join(cmd)} exited {code}; its output: {log}\n"
                         + "".join(log.read_text().splitlines(True)[-30:]))  # fmt: skip
@@ -259,12 +259,12 @@ def run_audit(logs: Path, warehouse: Path, log: Path) -> AuditRun:
     return AuditRun(
         seconds=ended - began,
         cpu_s=last.cpu,
-        rusage_cpu_s=(after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
         peak_mb=max(s.rss for s in sampler.samples) / 2**20,
         phases=phases,
         job_seconds=job_seconds,
         staged=staged,
         samples=len(sampler.samples),
+        replay_statuses=replay_line[0] if replay_line else "",
     )
 
 
@@ -420,11 +420,11 @@ def measure_case(case: Case, config: Config, args: argparse.Namespace) -> dict[s
         "total": {
             "seconds": statistics.median(r.seconds for r in runs),
             "cpu_s": statistics.median(r.cpu_s for r in runs),
-            "rusage_cpu_s": statistics.median(r.rusage_cpu_s for r in runs),
             "peak_mb": max(r.peak_mb for r in runs),
         },
         "phases": phases,
         "job_seconds": runs[-1].job_seconds,
+        "replay_statuses": runs[-1].replay_statuses,
         "runs": [dataclasses.asdict(r) for r in runs],
         "baseline": {k: dataclasses.asdict(v) for k, v in baseline.items()},
     }
@@ -488,36 +488,43 @@ def _rate(value: float | None) -> str:
     return f"{value / 1e6:.2f} M" if value >= 1e6 else f"{value / 1e3:.1f} k"
 
 
-def growth(cases: list[dict[str, Any]]) -> tuple[str, dict[str, float]] | None:
-    """Per phase: d log(time) / d log(events) between 10^6 and 10^7 events (one trace), else
-    between the two largest one-trace sizes of one format."""
+def growth(
+    cases: list[dict[str, Any]],
+) -> list[tuple[str, list[tuple[str, float, float, str, str, str]]]]:
+    """Per format: (span, rows of (phase, time at lo, time at hi, time exponent, CPU exponent,
+    the baseline's time exponent)),
+    the exponents d log(y) / d log(events) from 10^6 to 10^7 events (one trace), else between
+    the two largest one-trace sizes run."""
+    out = []
     single = [c for c in cases if c["traces"] == 1]
     for fmt in ("parquet", "jsonl"):
         by_size = {c["total_events"]: c for c in single if c["format"] == fmt}
         if len(by_size) < 2:
             continue
-        lo, hi = (
-            (1_000_000, 10_000_000)
-            if {1_000_000, 10_000_000} <= set(by_size)
-            else sorted(by_size)[-2:]
-        )
-        a, b = by_size[lo], by_size[hi]
-        out = {}
-        for phase in (*PHASES, "total"):
-            ta = (
-                a["total"]["seconds"]
-                if phase == "total"
-                else a["phases"].get(phase, {}).get("seconds")
+        wanted = {1_000_000, 10_000_000}
+        lo, hi = (1_000_000, 10_000_000) if wanted <= set(by_size) else sorted(by_size)[-2:]
+
+        def figure(c: dict[str, Any], phase: str, key: str) -> float | None:
+            got = c["total"] if phase == "whole audit" else c["phases"].get(phase)
+            return got.get(key) if got else None
+
+        def slope(a: float | None, b: float | None) -> str:
+            if not a or not b or a <= 0 or b <= 0:
+                return "-"
+            return f"{math.log(b / a) / math.log(hi / lo):.2f}"
+
+        rows = []
+        for phase in (*PHASES, "whole audit"):
+            t0, t1 = figure(by_size[lo], phase, "seconds"), figure(by_size[hi], phase, "seconds")
+            if phase == BETWEEN or t0 is None or t1 is None:
+                continue
+            c0, c1 = figure(by_size[lo], phase, "cpu_s"), figure(by_size[hi], phase, "cpu_s")
+            b0, b1 = (
+                by_size[x].get("baseline", {}).get(phase, {}).get("seconds") for x in (lo, hi)
             )
-            tb = (
-                b["total"]["seconds"]
-                if phase == "total"
-                else b["phases"].get(phase, {}).get("seconds")
-            )
-            if ta and tb and ta > 0 and tb > 0:
-                out[phase] = math.log(tb / ta) / math.log(hi / lo)
-        return f"{lo:,} to {hi:,} events (one trace, {fmt})", out
-    return None
+            rows.append((phase, t0, t1, slope(t0, t1), slope(c0, c1), slope(b0, b1)))
+        out.append((f"{lo:,} to {hi:,} events (one trace, {fmt})", rows))
+    return out
 
 
 def render(payload: dict[str, Any]) -> str:
@@ -531,7 +538,8 @@ def render(payload: dict[str, Any]) -> str:
         "profile); its phases are cut by its own progress lines. `CPU s` is user + system",
         "time of its whole process tree in the phase (sampled every 50 ms); `peak MB` the",
         "tree's peak RSS in the phase. The baseline is one Python process doing the same",
-        "stage (its own CPU and peak RSS); `base / job` above 1: the job is faster.",
+        "stage (its own CPU s; its peak RSS in the stage, and in brackets its RSS when the",
+        "stage began); `base / job` above 1: the job is faster.",
         "Times are medians of the repeats. The machine is shared: read CPU seconds and",
         "same-run ratios before wall times.",
         "",
@@ -541,10 +549,11 @@ def render(payload: dict[str, Any]) -> str:
         lines += [
             f"## {c['title']}",
             "",
-            f"Commit {c['commit']}, {c['when']} UTC, {c['repeats']} repeat(s); load average "
+            f"Commit {c['commit']}, {c['when'][:16].replace('T', ' ')} UTC, {c['repeats']} "
+            f"repeat(s); load average "
             f"before {c['load_average'][:3]}, after {c['load_average'][3:]}. "
             f"{c['input_rows']:,} input rows, {c['messages']:,} messages, "
-            f"{c['protocols']} protocols.",
+            f"{c['protocols']} protocols; replay {c.get('replay_statuses') or '-'}.",
             "",
             "| phase | time s | share | rows | rows/s | peak MB | CPU s | baseline s | base / job "
             "| baseline CPU s | baseline peak MB | tables equal |",
@@ -567,7 +576,7 @@ def render(payload: dict[str, Any]) -> str:
                     _fmt(b["seconds"], 2),
                     _fmt(b["seconds"] / p["seconds"], 2) if p["seconds"] else "-",
                     _fmt(b["cpu_s"]),
-                    _fmt(b["peak_mb"], 0),
+                    f"{_fmt(b['peak_mb'], 0)} (start {_fmt(b['start_mb'], 0)})",
                     "; ".join(f"{k['table']} ({k['rows']:,}, {k['method']})" for k in b["checked"])
                     or "-",
                 ]
@@ -579,15 +588,22 @@ def render(payload: dict[str, Any]) -> str:
         t = c["total"]
         lines += [
             f"| **whole audit** | **{_fmt(total, 2)}** | 100% | | | {_fmt(t['peak_mb'], 0)} | "
-            f"{_fmt(t['cpu_s'])} (rusage {_fmt(t['rusage_cpu_s'])}) | | | | | |",
+            f"{_fmt(t['cpu_s'])} | | | | | |",
             "",
         ]
-    found = growth(cases)
-    if found:
-        span, exps = found
-        lines += [f"## Growth of each phase's time, {span}", "",
-                  "| phase | exponent |", "|---|---:|"]  # fmt: skip
-        lines += [f"| {k} | {v:.2f} |" for k, v in exps.items()]
+    for span, rows in growth(cases):
+        lines += [
+            f"## Growth of each phase, {span}",
+            "",
+            "Exponent of time (and of CPU seconds) against events: 1 is linear.",
+            "",
+            "| phase | time s, smaller | time s, larger | time exponent | CPU-s exponent "
+            "| baseline time exponent |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {p} | {t0:,.2f} | {t1:,.2f} | {e} | {ce} | {be} |" for p, t0, t1, e, ce, be in rows
+        ]
         lines.append("")
     lines += ["## What each baseline computes (and is checked on)", ""]
     lines += [f"- **{k}**: {v}." for k, v in payload["coverage"].items()]
@@ -602,37 +618,67 @@ def render(payload: dict[str, Any]) -> str:
 
 
 def plot(payload: dict[str, Any], path: Path) -> None:
+    """Left: the audit's time per phase against events; right: each stage, job and baseline."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axis = plt.subplots(figsize=(8, 5))
+    fig, (job_axis, base_axis) = plt.subplots(1, 2, figsize=(13, 5.2))
+    drawn = [p for p in PHASES if p != BETWEEN]
+    colors = {p: f"C{i}" for i, p in enumerate(drawn)}
+    colors["whole audit"] = "black"
     for fmt, style in (("parquet", "-"), ("jsonl", "--")):
         single = sorted((c for c in payload["cases"] if c["traces"] == 1 and c["format"] == fmt),
                         key=lambda c: c["total_events"])  # fmt: skip
         many = [c for c in payload["cases"] if c["traces"] > 1 and c["format"] == fmt]
-        for i, phase in enumerate((*PHASES, "whole audit")):
 
-            def seconds(c: dict[str, Any], phase: str = phase) -> float | None:
-                if phase == "whole audit":
-                    return float(c["total"]["seconds"])
-                got = c["phases"].get(phase)
-                return got["seconds"] if got and got["seconds"] > 0 else None
+        def job_seconds(c: dict[str, Any], phase: str) -> float | None:
+            if phase == "whole audit":
+                return float(c["total"]["seconds"])
+            got = c["phases"].get(phase)
+            return got["seconds"] if got and got["seconds"] > 0 else None
 
-            points = [(c["total_events"], s) for c in single if (s := seconds(c)) is not None]
-            color = f"C{i % 10}"
+        def base_seconds(c: dict[str, Any], phase: str) -> float | None:
+            got = c.get("baseline", {}).get(phase)
+            return got["seconds"] if got and got.get("seconds") else None
+
+        for axis, phases, seconds in (
+            (job_axis, [*drawn, "whole audit"], job_seconds),
+            (base_axis, list(STAGES), job_seconds),
+        ):
+            for phase in phases:
+                points = [
+                    (c["total_events"], t) for c in single if (t := seconds(c, phase)) is not None
+                ]
+                if points:
+                    axis.plot(*zip(*points, strict=True), style, marker="o", color=colors[phase],
+                              label=f"{phase} ({fmt})",
+                              linewidth=2.5 if phase == "whole audit" else 1.2)  # fmt: skip
+                for c in many:
+                    t = seconds(c, phase)
+                    if t is not None:
+                        axis.plot([c["total_events"]], [t], marker="s", color=colors[phase],
+                                  fillstyle="none")  # fmt: skip
+        for stage in STAGES:
+            points = [
+                (c["total_events"], t) for c in single if (t := base_seconds(c, stage)) is not None
+            ]
             if points:
-                axis.plot(*zip(*points, strict=True), style, marker="o", color=color,
-                          label=f"{phase} ({fmt})", linewidth=2.5 if phase == "whole audit" else 1.2)  # fmt: skip
+                base_axis.plot(*zip(*points, strict=True), ":", marker="^", color=colors[stage],
+                               label=f"{stage}, one process ({fmt})")  # fmt: skip
             for c in many:
-                s = seconds(c)
-                if s is not None:
-                    axis.plot([c["total_events"]], [s], marker="s", color=color, fillstyle="none")
-    axis.set(xscale="log", yscale="log", xlabel="events (one trace; hollow squares: many traces of 1 000)",
-             ylabel="seconds", title="causal-spark audit: time per phase")  # fmt: skip
-    axis.grid(True, which="both", alpha=0.3)
-    axis.legend(fontsize=7, ncol=2)
+                t = base_seconds(c, stage)
+                if t is not None:
+                    base_axis.plot([c["total_events"]], [t], marker="^", color=colors[stage],
+                                   fillstyle="none")  # fmt: skip
+    job_axis.set(title="causal-spark audit: time per phase", ylabel="seconds")
+    base_axis.set(title="each stage: the audit (solid) and the single-process baseline (dotted)")
+    for axis in (job_axis, base_axis):
+        axis.set(xscale="log", yscale="log",
+                 xlabel="events (one trace; hollow squares: many traces of 1 000)")  # fmt: skip
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=7, ncol=2)
     commits = sorted({c["commit"] for c in payload["cases"]})
     fig.suptitle(f"{payload['machine']}; commit {', '.join(commits)}", fontsize=7)
     fig.tight_layout()
