@@ -366,6 +366,7 @@ def _checked_text(checked: dict[str, Any]) -> str:
 
 def measure_case(case: Case, config: Config, args: argparse.Namespace) -> dict[str, Any]:
     logs, input_rows = generated(case)
+    started = datetime.now(UTC).isoformat(timespec="minutes")
     folder = SCRATCH / "runs" / case.name
     warehouse = folder / "warehouse"
     load_before = os.getloadavg()
@@ -414,7 +415,7 @@ def measure_case(case: Case, config: Config, args: argparse.Namespace) -> dict[s
         "messages": messages,
         "protocols": protocols,
         "repeats": args.repeats,
-        "when": datetime.now(UTC).isoformat(timespec="minutes"),
+        "when": started,
         "commit": _commit(),
         "load_average": [round(x, 1) for x in (*load_before, *os.getloadavg())],
         "total": {
