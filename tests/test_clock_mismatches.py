@@ -89,3 +89,25 @@ def test_the_comparison_is_in_the_logs_units(spark: SparkSession) -> None:
     events = spark.createDataFrame(_events("t", in_lseq), tables.table_schema(tables.EVENTS))
     found = {(r["process"], r["lseq"]): r["differing"] for r in clock_mismatches(events).collect()}
     assert found == {("a", 2): ["c"], ("b", 2): ["c"], ("c", 3): ["c"]}
+
+
+def test_recorded_maps_become_arrays_in_pidx_order() -> None:
+    """Ingest's kernel turns a row's recorded clock (process name -> count) into the
+    trace's pidx order: a process the map leaves out is 0, a name the trace has no
+    process for is dropped, a null map stays null, and sliced input reads right."""
+    import pyarrow as pa
+
+    from causal_spark import columns as C
+    from causal_spark.ingest import kernel, rows_kernel
+
+    maps = [[("a", 9)], [("a", 1)], [("b", 2), ("a", 1), ("zz", 5)], None, [("x", 3)]]
+    events = pa.table(
+        {
+            C.TRACE_ID: ["t", "t", "t", "t", "u"],
+            C.PROCESS: ["a", "a", "b", "a", "x"],
+            rows_kernel.RECORDED_VC: pa.array(maps, rows_kernel.RECORDED_MAP),
+        }
+    ).slice(1)  # a slice: the map's offsets do not start at 0
+    procs = pa.table({C.TRACE_ID: ["t", "t", "u", "u"], C.PROCESS: ["b", "a", "x", "y"]})
+    got = kernel.recorded_in_pidx_order(events, procs).to_pylist()
+    assert got == [[1, 0], [1, 2], None, [3, 0]]

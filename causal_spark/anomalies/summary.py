@@ -18,6 +18,8 @@ INVALID = CLOCK_STATUS_INVALID
 ORDER_CLASSES: tuple[str, ...] = (RSC, CO, FIFO_CLASS, ASYNC, INVALID)
 # why a trace has no order class (`order_class_reason`): nothing of it could be analysed
 NO_EVENT = "no analysable event"
+# ... or it was too large for a task (clocks.max_component_bytes, detect.max_trace_bytes)
+NOT_ANALYSED = "not analysed"
 
 # how a trace's input was read (`app.readings`), as `summarize_traces` takes it
 MESSAGES_INFERRED = "messages_inferred"
@@ -52,11 +54,15 @@ def summarize_traces(
     crowns: DataFrame,
     readings: DataFrame | None = None,
     clock_mismatches: DataFrame | None = None,
+    too_large: DataFrame | None = None,
 ) -> DataFrame:
     """The `trace_summary` table: one row per trace seen in `trace_clocks` or `quarantine`.
 
     A trace with no event (every row of it quarantined) has no order class: null, and
-    `order_class_reason` says why (no class holds vacuously; docs/anomalies.md).
+    `order_class_reason` says why (no class holds vacuously; docs/anomalies.md). So has a
+    trace not analysed for its size, with null anomaly counts: `not_applicable` in
+    `trace_clocks` (no vector clocks; its reason), or one of `too_large` (trace_id,
+    reason: `inputs.too_large_traces`).
 
     `readings` (trace_id, messages_inferred, clocks_recorded, span_process: how the input
     was read, `app.readings`) and `clock_mismatches` (that table) fill the columns of the
@@ -81,9 +87,13 @@ def summarize_traces(
         F.sum((F.col(C.KIND) == CAUSAL).cast("long")).alias("__causal"),
     )
     crown_counts = crowns.groupBy(C.TRACE_ID).agg(F.count("*").alias("__crowns"))
-    base = trace_clocks.select(C.TRACE_ID, "n_processes", "n_events", "status").join(
-        rejected, C.TRACE_ID, "full_outer"
-    )
+    if too_large is None:
+        too_large = crowns.sparkSession.createDataFrame([], "trace_id string, reason string")
+    # a trace_clocks table written before its `reason` column reads without one
+    clock_reason = F.col("reason") if "reason" in trace_clocks.columns else F.lit(None)
+    base = trace_clocks.select(
+        C.TRACE_ID, "n_processes", "n_events", "status", clock_reason.alias("__clock_reason")
+    ).join(rejected, C.TRACE_ID, "full_outer")
     spark = trace_clocks.sparkSession
     if readings is None:
         readings = spark.createDataFrame([], READINGS_SCHEMA)
@@ -96,16 +106,23 @@ def summarize_traces(
         .join(crown_counts, C.TRACE_ID, "left")
         .join(F.broadcast(readings), C.TRACE_ID, "left")
         .join(mismatch_counts, C.TRACE_ID, "left")
+        .join(
+            too_large.select(C.TRACE_ID, F.col("reason").alias("__too_large")), C.TRACE_ID, "left"
+        )
     )
-    valid = F.coalesce(F.col("status"), F.lit(CLOCK_STATUS_OK)) != CLOCK_STATUS_INVALID
+    status = F.coalesce(F.col("status"), F.lit(CLOCK_STATUS_OK))
+    valid = status != CLOCK_STATUS_INVALID
+    # INVALID aside, a trace is analysed when its clocks are ok and it fits detect's limit
+    analysed = (status == CLOCK_STATUS_OK) & F.col("__too_large").isNull()
+    not_analysed = valid & ~analysed
     inferred = F.coalesce(F.col(MESSAGES_INFERRED), F.lit(False))
 
     def anomaly_count(name: str, observable: Column) -> Column:
-        return F.when(observable, F.coalesce(F.col(name), F.lit(0))).cast("long")
+        return F.when(analysed & observable, F.coalesce(F.col(name), F.lit(0))).cast("long")
 
-    n_fifo = anomaly_count("__fifo", valid & ~inferred)
-    n_causal = anomaly_count("__causal", valid & ~inferred)
-    n_crowns = anomaly_count("__crowns", valid)
+    n_fifo = anomaly_count("__fifo", ~inferred)
+    n_causal = anomaly_count("__causal", ~inferred)
+    n_crowns = anomaly_count("__crowns", F.lit(True))
     n_events = F.coalesce(F.col("n_events"), F.lit(0)).cast("long")
     n_quarantined = F.coalesce(F.col("n_quarantined"), F.lit(0)).cast("long")
     no_event = n_events == 0
@@ -115,6 +132,14 @@ def summarize_traces(
             n_quarantined > 0,
             F.format_string(f"{NO_EVENT}: all %d input row(s) quarantined", n_quarantined),
         ).otherwise(F.lit(NO_EVENT)),
+    ).when(
+        not_analysed,
+        F.concat(
+            F.lit(f"{NOT_ANALYSED}: "),
+            F.coalesce(
+                F.col("__too_large"), F.col("__clock_reason"), F.concat(F.lit("clocks "), status)
+            ),
+        ),
     )
     return joined.select(
         C.TRACE_ID,
@@ -127,9 +152,9 @@ def summarize_traces(
         n_fifo.alias("n_fifo_violations"),
         n_causal.alias("n_causal_violations"),
         n_crowns.alias("n_crown_sccs"),
-        F.when(~no_event, order_class(F.col("status"), n_fifo, n_causal, n_crowns)).alias(
-            "order_class"
-        ),
+        F.when(
+            ~no_event & ~not_analysed, order_class(F.col("status"), n_fifo, n_causal, n_crowns)
+        ).alias("order_class"),
         reason.cast("string").alias("order_class_reason"),
         F.col(MESSAGES_INFERRED).cast("boolean").alias(MESSAGES_INFERRED),
         F.col(SPAN_PROCESS).cast("string").alias(SPAN_PROCESS),

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from causal_spark import columns as C
 from causal_spark._spark import checkpoint
 from causal_spark.config import IngestSettings
-from causal_spark.io.raw import RAW_SCHEMA, SUB, InputError, InputFile, Inputs, with_file_ids
+from causal_spark.io.raw import RAW_SCHEMA, SUB, InputError, InputFile, with_file_ids
 from causal_spark.io.readers import base as native
 from causal_spark.io.readers import dctracing, events, jaeger, otlp, shiviz, zipkin
 
@@ -72,7 +72,7 @@ class NativeReader:
         rows = self.inner.read(spark, [f.path for f in files], given)
         record = F.coalesce(F.col(native.RECORD), F.lit(1))
         sub = F.coalesce(F.col(native.SUB), F.lit(0)) + (record - 1) * RECORD_STRIDE
-        joined = with_file_ids(rows, F.col(C.SOURCE), files)
+        joined = with_file_ids(rows, F.col(C.SOURCE), files, by="path")
         # computed once: a native reader's plan is large (parsing, pairing spans, clock
         # deltas) and ingest reads its rows several times
         return _materialised(
@@ -127,11 +127,6 @@ NATIVE: tuple[Reader, ...] = tuple(
 READERS: dict[str, Reader] = {reader.name: reader for reader in (*NATIVE, *OURS)}
 # the readers whose rows carry the clock the log recorded (`recorded_vc`)
 RECORDING_CLOCKS: frozenset[str] = frozenset({dctracing.NAME, shiviz.NAME})
-
-
-def records_clocks(inputs: Inputs) -> bool:
-    """Whether a reader of `inputs` gives recorded clocks."""
-    return any(f.reader in RECORDING_CLOCKS for f in inputs.files)
 
 
 def sniff_format(head: bytes) -> str | None:
