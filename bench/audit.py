@@ -194,10 +194,13 @@ class AuditRun:
     replay_statuses: str  # the job's own `replay: runs by status: ...` line
 
 
-def run_audit(logs: Path, warehouse: Path, log: Path) -> AuditRun:
-    """The real `causal-spark audit`, its phases measured from its progress lines."""
+def run_audit(logs: Path, warehouse: Path, log: Path, protocols: str | None = None) -> AuditRun:
+    """The real `causal-spark audit`, its phases measured from its progress lines;
+    `protocols`: its `--protocols` (None: the default set)."""
     shutil.rmtree(warehouse, ignore_errors=True)
     cmd = [*_causal_spark(), "audit", str(logs), "--warehouse", str(warehouse)]
+    if protocols:
+        cmd += ["--protocols", protocols]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     began = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -372,7 +375,7 @@ def measure_case(case: Case, config: Config, args: argparse.Namespace) -> dict[s
     load_before = os.getloadavg()
     runs: list[AuditRun] = []
     for r in range(args.repeats):
-        run = run_audit(logs, warehouse, folder / f"audit-{r + 1}.log")
+        run = run_audit(logs, warehouse, folder / f"audit-{r + 1}.log", args.protocols)
         runs.append(run)
         print(f"{case.name} audit {r + 1}/{args.repeats}: {run.seconds:.1f} s, cpu {run.cpu_s:.0f} s, "
               f"peak {run.peak_mb:.0f} MB; " + ", ".join(
@@ -437,7 +440,7 @@ def warm_up(config: Config, args: argparse.Namespace) -> None:
     logs, _ = generated(case)
     folder = SCRATCH / "runs" / "warm-up"
     began = time.perf_counter()
-    run_audit(logs, folder / "warehouse", folder / "audit.log")
+    run_audit(logs, folder / "warehouse", folder / "audit.log", args.protocols)
     if not args.no_baseline:
         run_baseline(logs, folder / "warehouse", folder / "baseline", config, 1)
     shutil.rmtree(folder, ignore_errors=True)
@@ -711,6 +714,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     parser.add_argument("--repeats", type=int, default=1, help="runs per measurement (median)")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--protocols", default=None,
+                        help="the audit's --protocols (default: every protocol); the "
+                        "replay baseline runs the same ones")  # fmt: skip
     parser.add_argument("--no-baseline", action="store_true", help="measure the audit only")
     parser.add_argument("--no-warm-up", action="store_true", help="skip the untimed warm-up")
     parser.add_argument(
@@ -734,6 +740,11 @@ def main(argv: list[str] | None = None) -> int:
         cases.append(Case(1_000, many, args.processes, args.format, args.seed))
     command = "python bench/audit.py " + " ".join(argv if argv is not None else sys.argv[1:])
     config = load_config()  # the embedded profile: what the audit subprocess runs
+    if args.protocols:
+        chosen = tuple(p.strip() for p in args.protocols.split(",") if p.strip())
+        config = dataclasses.replace(
+            config, replay=dataclasses.replace(config.replay, protocols=chosen)
+        )
     print(f"cases: {', '.join(c.name for c in cases)}; ingest baseline: "
           f"{'bench/ingest_baseline.py' if ingest_single else 'missing'}", flush=True)  # fmt: skip
     results: list[dict[str, Any]] = []

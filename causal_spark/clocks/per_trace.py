@@ -242,9 +242,13 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
         C.LAMPORT: pa.array(clocks.lamport, pa.int64(), mask=~valid),
         C.VC: _ragged_lists(clocks.vc, clocks.offsets, with_vectors),
     }
-    if RECORDED_VC in events.column_names:
-        built[RECORDED_VC] = restored(events.column(RECORDED_VC))
     schema = tables.to_arrow(_events_output_schema())
+    # events that never carried a recorded clock (a table from before the column) have none
+    built[RECORDED_VC] = (
+        restored(events.column(RECORDED_VC))
+        if RECORDED_VC in events.column_names
+        else pa.nulls(events.num_rows, schema.field(RECORDED_VC).type)
+    )
     return pa.table(
         [built[f.name] if f.name in built else events.column(f.name) for f in schema],
         names=schema.names,

@@ -173,7 +173,8 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
     process; for a rejected row a key that spreads such rows by line), seq (long), kind
     (normalised), msg_id, peer, ts (double seconds), size_bytes (long), label, recorded_vc
     (a native log's clock), seq_given, parsed, reason (`malformed`, a reader's reason, or
-    null), the detail parts pre and post, and excluded (false). One projection: nothing is joined or shuffled.
+    null), the detail parts pre and post, and excluded (false). One projection: nothing is
+    joined or shuffled.
     """
     missing = [c for c in RAW_COLUMNS if c not in raw.columns]
     if missing:
