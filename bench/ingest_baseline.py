@@ -1060,6 +1060,8 @@ def _events_table(
             rows.column("line").take(take),
             pa.nulls(m, pa.int64()),
             pa.nulls(m, schema.field("vc").type),
+            # the row format records no clock (native logs are not this baseline's input)
+            pa.nulls(m, schema.field("recorded_vc").type),
         ],
         schema=schema,
     )
