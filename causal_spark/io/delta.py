@@ -186,41 +186,6 @@ def data_files(path: str | os.PathLike[str], version: int) -> list[DataFile]:
     return files
 
 
-def file_stats(file: str, trace_column: str | None) -> dict[str, Any]:
-    """Delta `stats` of a Parquet file: its rows and, if it has one, its trace_id range."""
-    metadata = pq.read_metadata(file)
-    stats: dict[str, Any] = {"numRecords": metadata.num_rows}
-    if trace_column is None or metadata.num_rows == 0:
-        return stats
-    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
-    if trace_column not in names:
-        return stats
-    index = names.index(trace_column)
-    lows: list[str] = []
-    highs: list[str] = []
-    nulls = 0
-    for group in range(metadata.num_row_groups):
-        column = metadata.row_group(group).column(index)
-        statistics = column.statistics
-        if statistics is None or not statistics.has_min_max:
-            if statistics is not None and statistics.null_count == column.num_values:
-                nulls += column.num_values
-                continue
-            return stats  # no range known: the file is read whenever traces are replaced
-        lows.append(_text(statistics.min))
-        highs.append(_text(statistics.max))
-        nulls += statistics.null_count or 0
-    if lows:
-        stats["minValues"] = {trace_column: min(lows)}
-        stats["maxValues"] = {trace_column: max(highs)}
-    stats["nullCount"] = {trace_column: nulls}
-    return stats
-
-
-def _text(value: object) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
 def overlapping(files: Iterable[DataFile], traces: list[str]) -> list[DataFile]:
     """The files whose trace_id range may hold one of `traces` (sorted); a file without
     a recorded range may hold any."""

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from causal_spark import tables
 from causal_spark.io import delta
+from causal_spark.io.stats import file_stats
 
 NEW_TABLE = -1  # the base version of a table that did not exist when the run began
 
@@ -145,7 +146,7 @@ def _arrow_value(value: object) -> object:
     return value
 
 
-def _add_action(table_path: str, file: str, trace_column: str | None) -> Any:
+def _add_action(table_path: str, file: str, schema: pa.Schema) -> Any:
     from deltalake.transaction import AddAction
 
     stat = os.stat(file)
@@ -155,7 +156,7 @@ def _add_action(table_path: str, file: str, trace_column: str | None) -> Any:
         partition_values={},
         modification_time=int(stat.st_mtime * 1000),
         data_change=True,
-        stats=json.dumps(delta.file_stats(file, trace_column)),
+        stats=json.dumps(file_stats(file, schema), allow_nan=False),
     )
 
 
@@ -187,8 +188,7 @@ def commit_files(
     )
 
     schema = tables.arrow_schema(table)
-    trace_column = "trace_id" if "trace_id" in schema.names else None
-    adds = [_add_action(table_path, f, trace_column) for f in files]
+    adds = [_add_action(table_path, f, schema) for f in files]
     # no retries: delta-rs would otherwise commit a lost race at the next version,
     # putting this run's rows on top of the other writer's (two first commits)
     properties = CommitProperties(custom_metadata={delta.RUN_ID_KEY: run_id}, max_commit_retries=0)

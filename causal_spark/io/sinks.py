@@ -149,9 +149,31 @@ class FileWriter:
             path,
             compression=self.compression,
             use_dictionary=[name for name in schema.names if name not in no_dictionary],
+            write_statistics=_statistics_columns(conformed),
             store_schema=False,  # as Spark writes them: readers see the Parquet types only
         )
         return pa.Table.from_pylist([{"path": path, "rows": conformed.num_rows}], schema=files)
+
+
+def _statistics_columns(rows: pa.Table) -> bool | list[str]:
+    """The Parquet columns to write statistics for: all (True), or all but the floating
+    columns that hold a NaN. parquet-cpp leaves NaN out of a column's min/max, and a range
+    that hides a NaN would let Delta readers skip or mis-filter the file
+    (`causal_spark.io.stats`); without statistics the commit reads the column instead."""
+    import pyarrow.compute as pc
+
+    with_nan = {
+        name
+        for name, column in zip(rows.column_names, rows.columns, strict=True)
+        if pa.types.is_floating(column.type) and pc.any(pc.is_nan(column)).as_py()
+    }
+    if not with_nan:
+        return True
+    empty = pa.BufferOutputStream()  # the Parquet leaf paths pyarrow gives these columns
+    pq.write_table(rows.slice(0, 0), empty, store_schema=False)
+    leaves = pq.read_metadata(pa.BufferReader(empty.getvalue())).schema
+    paths = [leaves.column(i).path for i in range(len(leaves))]
+    return [path for path in paths if path.split(".")[0] not in with_nan]
 
 
 def _file_name() -> str:
