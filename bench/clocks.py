@@ -301,7 +301,11 @@ def baseline_single_process(warehouse: Path, out: Path) -> None:
         parts.append(
             clocked.append_column("lamport", pa.array(lamport)).append_column("vc", vectors)
         )
-    table = pa.concat_tables(parts).cast(tables.arrow_schema(tables.EVENTS))
+    schema = tables.arrow_schema(tables.EVENTS)
+    table = pa.concat_tables(parts)
+    table = table.select([n for n in schema.names if n in table.column_names]).cast(
+        pa.schema([schema.field(n) for n in schema.names if n in table.column_names])
+    )
     write_deltalake(str(out), table, mode="overwrite")
 
 
