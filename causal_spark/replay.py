@@ -32,6 +32,7 @@ from causal_spark.replay_engine import (
     KIND_CODES,
     STATUS_ERROR,
     STATUS_NOT_APPLICABLE,
+    STATUS_STALLED,
     Run,
     TraceShapeError,
 )
@@ -358,6 +359,9 @@ def _ints(column: Sequence[int | None] | np.ndarray) -> pa.Array:
 
 # the prefix of a comparison row counting runs whose figure was NaN or infinite
 NOT_COMPUTED = "not_computed_"
+# the prefix of a comparison row counting the runs behind a figure that stalled: their
+# figures cover the part of the program that ran (docs/replay.md, "Stalled runs")
+STALLED = "stalled_"
 
 COMPARED_METRICS: Mapping[str, str] = {
     "control_per_app": "control messages per application message",
@@ -367,7 +371,7 @@ COMPARED_METRICS: Mapping[str, str] = {
     "holdback_delay_mean": "mean hold-back delay of held-back messages (s)",
     "sender_delay_per_app": "sender-side delay per application message (s)",
     "max_holdback_buffer": "largest hold-back buffer",
-    "makespan_ratio": "makespan / recorded makespan (runs that finished)",
+    "makespan_ratio": "makespan / recorded makespan (of the events run, for stalled runs)",
 }
 
 
@@ -394,7 +398,9 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
     traces it is over. Status counts come as metrics `status_<status>` (median
     and p99 are then null; `traces` is the count). A figure that could not be
     computed (NaN or infinite: a time beyond the range of a double) counts in no
-    median or p99; how many runs had one comes as `not_computed_<metric>`.
+    median or p99; how many runs had one comes as `not_computed_<metric>`. A `stalled`
+    run (the log was cut) counts with the figures of the part of its program that ran;
+    how many of a metric's `traces` stalled comes as `stalled_<metric>`.
     """
     metrics = _metric_columns()
     stack = F.explode(
@@ -405,8 +411,8 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
             ]
         )
     )
-    long = runs.select(PROTOCOL, "receive_mode", stack.alias("m")).select(
-        PROTOCOL, "receive_mode", "m.metric", "m.value"
+    long = runs.select(PROTOCOL, "receive_mode", "status", stack.alias("m")).select(
+        PROTOCOL, "receive_mode", "status", "m.metric", "m.value"
     )
     value = F.col("value")
     computed = ~F.isnan(value) & (F.abs(value) != F.lit(float("inf")))
@@ -427,6 +433,19 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
             PROTOCOL,
             "receive_mode",
             F.concat(F.lit(NOT_COMPUTED), F.col("metric")).alias("metric"),
+            "traces",
+            F.lit(None).cast("double").alias("median"),
+            F.lit(None).cast("double").alias("p99"),
+        )
+    )
+    stalled = (
+        long.where(value.isNotNull() & computed & (F.col("status") == F.lit(STATUS_STALLED)))
+        .groupBy(PROTOCOL, "receive_mode", "metric")
+        .agg(F.count("*").alias("traces"))
+        .select(
+            PROTOCOL,
+            "receive_mode",
+            F.concat(F.lit(STALLED), F.col("metric")).alias("metric"),
             "traces",
             F.lit(None).cast("double").alias("median"),
             F.lit(None).cast("double").alias("p99"),
@@ -455,6 +474,9 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
         F.lit(None).cast("double").alias("p99"),
     )
     return tables.conform(
-        figures.unionByName(status_rows).unionByName(unverified_rows).unionByName(not_computed),
+        figures.unionByName(status_rows)
+        .unionByName(unverified_rows)
+        .unionByName(not_computed)
+        .unionByName(stalled),
         tables.PROTOCOL_COMPARISON,
     )

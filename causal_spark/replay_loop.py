@@ -65,6 +65,7 @@ from causal_spark.replay_engine import (
     Run,
     TraceShapeError,
     accounting_error,
+    makespan_figures,
 )
 
 
@@ -120,7 +121,7 @@ EX_INTERNAL, EX_SEND_EVENT, EX_SEND_COPY, EX_RECEIVE = 0, 1, 2, 3
 
 Layout = namedtuple(
     "Layout",
-    "n ev_start kind lseq lamport gap copy_start copy_msg take "
+    "n ev_start kind lseq lamport gap etime copy_start copy_msg take "
     "src dst send_lseq recv_lseq latency arrival rec_send rec_recv "
     "ch_keys ch_lat trace_lat start",
 )
@@ -171,6 +172,7 @@ def _layout_ref(lay):  # type: ignore[no-untyped-def]
         lay.lseq,
         lay.lamport,
         lay.gap,
+        lay.etime,
         lay.copy_start,
         lay.copy_msg,
         lay.take,
@@ -415,7 +417,7 @@ def layout(
     keys = src[both] * max(n, 1) + dst[both]
     ch_keys, ch_lat, trace_lat = _medians(keys, latency[both])
     lay = Layout(
-        n, ev_start, ekind, elseq, elam, gap, copy_start, copy_msg, take,
+        n, ev_start, ekind, elseq, elam, gap, etime, copy_start, copy_msg, take,
         src, dst, send_lseq, recv_lseq, latency, arrival,
         np.where(send_lseq >= 0, send_time, np.nan), recv_time,
         ch_keys, ch_lat, trace_lat, start,
@@ -1104,10 +1106,16 @@ def _result(
     ints = pig[pig >= 0]
     timed = app & ~np.isnan(eng.post_t) & ~np.isnan(eng.send_t)
     sender_delay = _sender_delay(state, float((eng.post_t - eng.send_t)[timed].sum()))
-    makespan = float(eng.now.max()) - trace.start if status == STATUS_OK and trace.n else None
-    if status == STATUS_OK and not trace.n:
-        makespan = 0.0
-    recorded = trace.end - trace.start
+    done = [
+        lay.etime[lay.ev_start[p] : lay.ev_start[p] + k].max() for p, k in enumerate(eng.pc) if k
+    ]
+    makespan, ratio = makespan_figures(
+        status,
+        float(eng.now.max()) if trace.n else trace.start,
+        float(max(done, default=trace.start)),
+        trace.start,
+        trace.end,
+    )
     posted = ~np.isnan(eng.post_t)
     taken = ~np.isnan(eng.take_t)
     delivered = ~np.isnan(deliv)
@@ -1127,7 +1135,7 @@ def _result(
         "sender_delay_total": sender_delay,
         "max_holdback_buffer": int(eng.cnt[K_MAX_BUFFER]),
         "makespan": makespan,
-        "makespan_ratio": makespan / recorded if makespan is not None and recorded > 0 else None,
+        "makespan_ratio": ratio,
         # where each copy ends (docs/replay.md): besides taken, exactly one of these
         "lost": int((app & posted & np.isnan(lay.latency)).sum()),
         "undelivered": int((~np.isnan(arr) & ~delivered).sum()),
