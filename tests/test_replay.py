@@ -298,6 +298,7 @@ def test_a_trace_whose_rows_cannot_form_programs_gets_an_error_row_not_a_crash()
         "lamport": [1, 2, 3],
         "msg_id": [None, "m", "m"],
         "peer": [-1, 1, 0],
+        "peer_lseq": [None, None, 3],
         "valid": [True, True, True],
     }
     out = list(_replay_group(pa.table(rows), "nonselective", {}, 1.0))
@@ -308,14 +309,38 @@ def test_a_trace_whose_rows_cannot_form_programs_gets_an_error_row_not_a_crash()
     assert run_row["verified"] is None
 
 
+def test_deliveries_come_out_in_bounded_batches_whatever_the_input_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A group's rows in and its deliveries out, batch by batch: no batch of output holds
+    more than `DELIVERY_BATCH_ROWS` rows, and the rows are those of one batch per group."""
+    import pyarrow as pa
+
+    from causal_spark import replay as replay_module
+    from causal_spark.replay import _replay_group
+
+    columns = ("trace_id process pidx lseq kind ts lamport msg_id peer peer_lseq valid").split()
+    table = pa.Table.from_pylist(
+        [dict(zip(columns, row, strict=True)) for row in _program_rows("t", 11)]
+    ).append_column("protocol", pa.array(["rst"] * 20))
+    whole = list(_replay_group(table, "nonselective", {}, 1.0))
+    monkeypatch.setattr(replay_module, "DELIVERY_BATCH_ROWS", 4)
+    parts = list(_replay_group(iter(table.to_batches(max_chunksize=3)), "nonselective", {}, 1.0))
+    assert [b.num_rows for b in whole] == [1, 10]  # the run row, then one batch
+    assert [b.num_rows for b in parts] == [1, 4, 4, 2]
+    assert pa.Table.from_batches(parts).sort_by("msg_id").equals(
+        pa.Table.from_batches(whole).sort_by("msg_id")
+    )
+
+
 def _program_rows(trace_id: str, n: int) -> list[tuple[Any, ...]]:
     """`program_rows` of a hand-made trace: P0 sends one message to each other process
     (P0's send #k at ts k), which receives it 1 s later."""
     rows: list[tuple[Any, ...]] = []
     for k in range(1, n):
         mid = f"{trace_id}-{k}"
-        rows.append((trace_id, "P0", 0, k, "send", float(k), 2 * k - 1, mid, k, True))
-        rows.append((trace_id, f"P{k}", k, 1, "receive", float(k + 1), 2 * k, mid, 0, True))
+        rows.append((trace_id, "P0", 0, k, "send", float(k), 2 * k - 1, mid, k, None, True))
+        rows.append((trace_id, f"P{k}", k, 1, "receive", float(k + 1), 2 * k, mid, 0, k, True))
     return rows
 
 
@@ -329,7 +354,7 @@ def test_a_trace_too_big_for_a_worker_is_not_applicable_and_the_others_replay(
     programs = spark.createDataFrame(
         _program_rows("wide", 1000) + _program_rows("narrow", 2),
         "trace_id string, process string, pidx int, lseq long, kind string, ts double, "
-        "lamport long, msg_id string, peer int, valid boolean",
+        "lamport long, msg_id string, peer int, peer_lseq long, valid boolean",
     )
     limit = ReplaySettings().max_run_bytes
     request = ReplayRequest(protocols=("none", "rst", "sa", "ses"), max_run_bytes=limit)
