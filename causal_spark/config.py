@@ -50,6 +50,9 @@ class IngestSettings:
     shiviz_delimiter: str | None = None
     # spans: `instance` (a service instance is one process) or `span` (each span is one)
     span_process: str = "instance"
+    # about how many rows one ingest task sorts and judges at once (its memory: a few
+    # hundred bytes a row); more rows mean more, smaller tasks
+    rows_per_task: int = 2_000_000
 
 
 SPAN_PROCESSES: tuple[str, ...] = ("instance", "span")
@@ -83,6 +86,11 @@ class ClockSettings:
     # tasks (at least the default parallelism when in place), each running the kernel over
     # the whole component and writing its own rows (about the cores)
     output_parts: int = 2
+    # the most one clocks task may hold for one component at its estimated peak, in bytes
+    # (`clocks.size`, docs/clocks.md): a wider component gets Lamport clocks only (vc null)
+    # and its trace `not_applicable` in trace_clocks, with the estimate. 6 GiB: two tasks at
+    # once fit the local profile's machine beside the driver
+    max_component_bytes: int = 6 << 30
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,10 @@ class DetectSettings:
     per_trace_max_messages: int = 20_000_000
     slab_events: int = 2_000_000
     crown_graph_backend: CrownGraphBackend = "auto"
+    # the most one detect task may hold for one trace at its estimated peak, in bytes
+    # (`anomalies.size`, docs/anomalies.md): a bigger trace gets no anomaly rows, null
+    # counts and no order class, with the reason and the estimate
+    max_trace_bytes: int = 6 << 30
 
 
 ALL_PROTOCOLS: tuple[str, ...] = tuple(PROTOCOLS)
@@ -170,7 +182,7 @@ def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
         raise ConfigError(f"sink.format must be one of {_SINK_FORMATS}, found '{sink_format}'")
     ingest_raw = _section(raw, "ingest")
     extension_keys = {"jsonl_extensions", "csv_extensions", "parquet_extensions"}
-    option_keys = {"shiviz_regex", "shiviz_delimiter", "span_process"}
+    option_keys = {"shiviz_regex", "shiviz_delimiter", "span_process", "rows_per_task"}
     _require_keys("ingest", ingest_raw, extension_keys | option_keys)
     defaults = IngestSettings()
     span_process = str(ingest_raw.get("span_process", defaults.span_process))
@@ -186,6 +198,7 @@ def config_from_mapping(raw: Mapping[str, Any], profile: str) -> Config:
         shiviz_regex=_optional_text(ingest_raw, "shiviz_regex"),
         shiviz_delimiter=_optional_text(ingest_raw, "shiviz_delimiter"),
         span_process=span_process,
+        rows_per_task=_positive_int("ingest", ingest_raw, "rows_per_task", defaults.rows_per_task),
     )
     return Config(
         spark=spark,
@@ -231,6 +244,9 @@ def _clock_settings(raw: Mapping[str, Any]) -> ClockSettings:
         ),
         matrix=matrix,
         output_parts=_positive_int("clocks", raw, "output_parts", defaults.output_parts),
+        max_component_bytes=_positive_int(
+            "clocks", raw, "max_component_bytes", defaults.max_component_bytes
+        ),
     )
 
 
@@ -255,6 +271,7 @@ def _detect_settings(raw: Mapping[str, Any]) -> DetectSettings:
         ),
         slab_events=_positive_int("detect", raw, "slab_events", defaults.slab_events),
         crown_graph_backend=backend,  # type: ignore[arg-type]
+        max_trace_bytes=_positive_int("detect", raw, "max_trace_bytes", defaults.max_trace_bytes),
     )
 
 

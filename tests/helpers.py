@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import random
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from pyspark.sql import SparkSession
 
+from causal_spark import tables
 from causal_spark.config import IngestSettings
-from causal_spark.ingest import Ingested, ingest
+from causal_spark.ingest import Ingested, IngestTargets, ingest
 from causal_spark.io.sources import discover_inputs, only_files, read_raw_rows
+from causal_spark.sinks import FileWriter
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any] | str]) -> Path:
@@ -21,11 +26,24 @@ def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any] | str]) -> Path:
     return path
 
 
+def ingest_targets() -> IngestTargets:
+    """Folders for an ingest outside a warehouse: they live until the test run ends (the
+    DataFrames ingest returns read them)."""
+    root = Path(tempfile.mkdtemp(prefix="causal-ingest-"))
+    atexit.register(shutil.rmtree, root, True)
+    return IngestTargets(
+        FileWriter(tables.EVENTS, str(root / "events")),
+        FileWriter(tables.MESSAGES, str(root / "messages")),
+        str(root / "scratch"),
+    )
+
+
 def ingest_paths(spark: SparkSession, paths: Sequence[Path | str]) -> Ingested:
     inputs = discover_inputs([str(p) for p in paths], IngestSettings())
     return ingest(
-        read_raw_rows(spark, inputs),
+        read_raw_rows(spark, inputs, text=False),
         inputs,
+        ingest_targets(),
         reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
     )
 

@@ -176,7 +176,8 @@ def ingest_files(spark: SparkSession, paths: list[str]) -> Any:
     from causal_spark.config import IngestSettings
     from causal_spark.ingest import ingest
     from causal_spark.io.sources import discover_inputs, read_raw_rows
+    from tests.helpers import ingest_targets
 
     settings = IngestSettings()
     inputs = discover_inputs(paths, settings)
-    return ingest(read_raw_rows(spark, inputs, settings), inputs)
+    return ingest(read_raw_rows(spark, inputs, settings), inputs, ingest_targets())

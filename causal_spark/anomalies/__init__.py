@@ -13,8 +13,10 @@ compiled kernel (no Spark in the kernels):
 
 Only delivered messages (`inputs`) take part, and only traces whose clocks are
 `ok`: an INVALID trace gets no rows here and null anomaly counts in
-`trace_summary`. `explain` turns the tables into sentences about one message.
-The internals are described in docs/anomalies.md.
+`trace_summary`. So does a trace too large for one task (`size`,
+`detect.max_trace_bytes`) or without vector clocks (`not_applicable` clocks): it has
+no order class, and `order_class_reason` says why, with the estimate. `explain`
+turns the tables into sentences about one message. The internals are described in docs/anomalies.md.
 """
 
 from __future__ import annotations
@@ -38,12 +40,18 @@ if TYPE_CHECKING:
         MissingClocksError,
         WitnessError,
     )
-    from causal_spark.anomalies.inputs import delivered_messages, ok_traces
+    from causal_spark.anomalies.inputs import (
+        analysable_messages,
+        delivered_messages,
+        ok_traces,
+        too_large_traces,
+    )
     from causal_spark.anomalies.summary import (
         ASYNC,
         CO,
         FIFO_CLASS,
         INVALID,
+        NOT_ANALYSED,
         ORDER_CLASSES,
         RSC,
         order_class,
@@ -72,6 +80,7 @@ __all__ = [
     "INVALID",
     "KNOWS_DST",
     "MEMBERS",
+    "NOT_ANALYSED",
     "ORDER_CLASSES",
     "OVERTAKEN_SCHEMA",
     "OVERTAKING_PIDX",
@@ -82,6 +91,7 @@ __all__ = [
     "CrownTables",
     "MissingClocksError",
     "WitnessError",
+    "analysable_messages",
     "chains_of_trace",
     "crowns_of_trace",
     "delivered_messages",
@@ -94,6 +104,7 @@ __all__ = [
     "overtaken_messages",
     "require_valid_crowns",
     "summarize_traces",
+    "too_large_traces",
 ]
 
 # The public names are loaded on first use (PEP 562): importing a kernel of this package
@@ -113,12 +124,14 @@ _WHERE = {
     "KNOWS_DST": "violations",
     "MEMBERS": "crowns",
     "MissingClocksError": "errors",
+    "NOT_ANALYSED": "summary",
     "ORDER_CLASSES": "summary",
     "OVERTAKEN_SCHEMA": "violations",
     "OVERTAKING_PIDX": "violations",
     "OVERTAKING_SEND": "violations",
     "RSC": "summary",
     "WitnessError": "errors",
+    "analysable_messages": "inputs",
     "chains_of_trace": "violations",
     "crowns_of_trace": "crowns",
     "delivered_messages": "inputs",
@@ -131,6 +144,7 @@ _WHERE = {
     "overtaken_messages": "violations",
     "require_valid_crowns": "crowns",
     "summarize_traces": "summary",
+    "too_large_traces": "inputs",
 }
 
 

@@ -158,6 +158,7 @@ def _crown_from(
     prefix_send: np.ndarray,
     sources: np.ndarray,
     sources_start: np.ndarray,
+    sources_channel: np.ndarray,
     dist: np.ndarray,
     parent: np.ndarray,
     entered_by: np.ndarray,
@@ -192,7 +193,7 @@ def _crown_from(
         departure[:] = -1
         departure[recv_proc[msg]] = recv_lseq[msg]
         spent += _latest_departures(
-            n, start, chan_recv, prefix_send, sources, sources_start, departure
+            n, start, chan_recv, prefix_send, sources, sources_start, sources_channel, departure
         )
         past[j, :] = departure
     for p in range(n):
@@ -299,6 +300,7 @@ def _shortest_crown(
     prefix_send: np.ndarray,
     sources: np.ndarray,
     sources_start: np.ndarray,
+    sources_channel: np.ndarray,
     dist: np.ndarray,
     parent: np.ndarray,
     entered_by: np.ndarray,
@@ -317,8 +319,8 @@ def _shortest_crown(
             source, _NONE, members, comp, target, best_k, _FAR,
             node_proc, node_send, node_msgs_start, node_msgs, msg_node, recv_proc, recv_lseq,
             at_start, at_lseq, at_msg, n, start, send_lseq, suffix_recv, targets,
-            targets_start, chan_recv, prefix_send, sources, sources_start, dist, parent,
-            entered_by,
+            targets_start, chan_recv, prefix_send, sources, sources_start, sources_channel, dist,
+            parent, entered_by,
         )  # fmt: skip
         spent += used
         if crown.shape[0] > 0:
@@ -414,6 +416,7 @@ def _search(
         at_start, recv_lseq[at_order], at_order.astype(np.int64), index.n, index.start,
         index.send_lseq, index.suffix_recv, index.targets, index.targets_start,
         index.recv_lseq, index.prefix_send, index.sources, index.sources_start,
+        index.sources_channel,
         np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes, dtype=np.int64),
         np.empty(n_nodes, dtype=np.int64),
     )  # fmt: skip

@@ -189,6 +189,9 @@ def explain_message(tables: Findings, trace: str, msg: str, budget: int | None =
     if s["order_class"] == "INVALID":
         lines.extend(_invalid_lines(tables, trace))
         return "\n".join(lines)
+    if _not_analysed(s):
+        lines.append(NOT_SEARCHED)
+        return "\n".join(lines)
     if m[C.STATUS] != C.DELIVERED:
         lines.append(
             "only messages with both a send and a receive take part in violations and crowns"
@@ -203,11 +206,19 @@ def explain_message(tables: Findings, trace: str, msg: str, budget: int | None =
     return "\n".join(lines)
 
 
+# a trace left out of detect for its size (or without vector clocks): its counts are null
+NOT_SEARCHED = "no violation or crown was searched for in this trace (see its order class)"
+
+
+def _not_analysed(s: Row) -> bool:
+    return s["order_class"] != "INVALID" and s["n_fifo_violations"] is None
+
+
 def _trace_line(s: Row) -> str:
     counts = (
         f"{s['n_fifo_violations']} FIFO and {s['n_causal_violations']} causal violation row(s), "
         f"{s['n_crown_sccs']} crown component(s)"
-        if s["order_class"] != "INVALID"
+        if s["order_class"] != "INVALID" and not _not_analysed(s)
         else "anomalies not computed"
     )
     shown = s["order_class"] or f"none: {s['order_class_reason'] or 'not known'}"
@@ -405,6 +416,9 @@ def explain_trace(tables: Findings, trace: str, limit: int = 50) -> str:
     lines = [_trace_line(s)]
     if s["order_class"] == "INVALID":
         lines.extend(_invalid_lines(tables, trace))
+        return "\n".join(lines)
+    if _not_analysed(s):
+        lines.append(NOT_SEARCHED)
         return "\n".join(lines)
     violations = tables.violations.where(F.col(C.TRACE_ID) == trace)
     shown = violations.orderBy("overtaken_msg", C.KIND).limit(limit).collect()

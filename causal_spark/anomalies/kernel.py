@@ -133,7 +133,8 @@ def overtaking(
         int(dst),
         np.ascontiguousarray(src, dtype=np.int64),
         np.ascontiguousarray(send_lseq, dtype=np.int64),
-        np.ascontiguousarray(recv_vc, dtype=np.int64),
+        # int32 as the vectors are stored (an int64 copy was 8 more bytes per entry)
+        np.ascontiguousarray(recv_vc, dtype=np.int32),
         np.ascontiguousarray(send_knows_dst, dtype=np.int64),
     )
 
@@ -144,25 +145,30 @@ def overtaking(
 
 @dataclass(frozen=True)
 class Channels:
-    """Delivered messages of a trace indexed by channel (CSR over p * n + q).
+    """Delivered messages of a trace indexed by channel: CSR over the non-empty channels only,
+    numbered c = 0, 1, ... in (source, destination) order, so the index is O(messages + n)
+    whatever n (a dense p * n + q index held 16 n^2 bytes: 6.4 GB at n = 20 000).
 
     Forward: each channel's messages by send lseq, with the suffix minimum of
     their receive lseq (the earliest receive of a message sent at or after a
     point). Backward: by receive lseq, with the prefix maximum of their send
-    lseq (the latest send of a message received at or before a point).
+    lseq (the latest send of a message received at or before a point). Channel
+    t of source p's targets (targets_start[p] <= t < targets_start[p + 1]) is
+    channel number t; the channel of sources[t] is sources_channel[t].
     """
 
     n: int
-    start: np.ndarray  # (n * n + 1,) offsets, shared by both orders
+    start: np.ndarray  # (channels + 1,) offsets, shared by both orders
     send_lseq: np.ndarray  # forward order
     suffix_recv: np.ndarray
     suffix_msg: np.ndarray  # the message (input row) holding that minimum
     recv_lseq: np.ndarray  # backward order
     prefix_send: np.ndarray
-    targets: np.ndarray  # CSR: destinations of the non-empty channels of each source
+    targets: np.ndarray  # CSR: destinations of the non-empty channels of each source, ascending
     targets_start: np.ndarray
     sources: np.ndarray  # CSR: sources of the non-empty channels into each destination
     sources_start: np.ndarray
+    sources_channel: np.ndarray  # the channel number of each entry of `sources`
 
 
 def channels(
@@ -176,18 +182,17 @@ def channels(
     key = src * n + dst
     forward = np.lexsort((recv_lseq, send_lseq, key))
     backward = np.lexsort((send_lseq, recv_lseq, key))
-    counts = np.bincount(key, minlength=n * n)
-    start = np.zeros(n * n + 1, dtype=np.int64)
+    present, counts = np.unique(key, return_counts=True)  # the non-empty channels, in order
+    start = np.zeros(len(present) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
     suffix_recv, suffix_msg, prefix_send = _channel_extrema(
         start, recv_lseq[forward], forward, send_lseq[backward]
     )
-    present = np.flatnonzero(counts)
     targets_start = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(present // n, minlength=n), out=targets_start[1:])
-    by_dst = present[np.lexsort((present // n, present % n))]
+    by_dst = np.lexsort((present // n, present % n)).astype(np.int64)
     sources_start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(by_dst % n, minlength=n), out=sources_start[1:])
+    np.cumsum(np.bincount(present % n, minlength=n), out=sources_start[1:])
     return Channels(
         n=n,
         start=start,
@@ -198,8 +203,9 @@ def channels(
         prefix_send=prefix_send,
         targets=(present % n).astype(np.int64),
         targets_start=targets_start,
-        sources=(by_dst // n).astype(np.int64),
+        sources=(present[by_dst] // n).astype(np.int64),
         sources_start=sources_start,
+        sources_channel=by_dst,
     )
 
 
@@ -240,6 +246,20 @@ def _first_send_at_or_after(send_lseq: np.ndarray, lo: int, hi: int, after: int)
 
 
 @njit(cache=True, nogil=True)
+def _channel(targets: np.ndarray, first: int, end: int, q: int) -> int:
+    """The channel number of (p, q) among p's channels first..end-1 (targets ascending), or
+    -1 when p sends nothing to q."""
+    lo, hi = first, end
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if targets[mid] < q:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < end and targets[lo] == q else -1
+
+
+@njit(cache=True, nogil=True)
 def _earliest_arrivals(
     n: int,
     start: np.ndarray,
@@ -265,9 +285,8 @@ def _earliest_arrivals(
                 continue
             active[p] = False
             after = arrival[p]
-            for t in range(targets_start[p], targets_start[p + 1]):
-                q = targets[t]
-                c = p * n + q
+            for c in range(targets_start[p], targets_start[p + 1]):
+                q = targets[c]
                 work += 1
                 lo = _first_send_at_or_after(send_lseq, start[c], start[c + 1], after)
                 if lo < start[c + 1] and suffix_recv[lo] < arrival[q]:
@@ -286,6 +305,7 @@ def _latest_departures(
     prefix_send: np.ndarray,
     sources: np.ndarray,
     sources_start: np.ndarray,
+    sources_channel: np.ndarray,
     departure: np.ndarray,
 ) -> int:
     """Relax `departure` (latest lseq per process that happens before or is the target)."""
@@ -301,7 +321,7 @@ def _latest_departures(
             until = departure[q]
             for t in range(sources_start[q], sources_start[q + 1]):
                 p = sources[t]
-                c = p * n + q
+                c = sources_channel[t]
                 work += 1
                 lo = start[c]
                 hi = start[c + 1]
@@ -341,52 +361,79 @@ def _chains(
     offsets = np.zeros(queries + 1, dtype=np.int64)
     path = np.empty(0, dtype=np.int64)
     used = 0
-    arrival = np.empty((n, n), dtype=np.int64)  # [level, process] earliest reachable lseq
-    via = np.empty((n, n), dtype=np.int64)  # [level, process] message that improved it
+    # earliest reachable lseq per process with at most level - 1 messages, and with level
+    before = np.empty(n, dtype=np.int64)
+    arrival = np.empty(n, dtype=np.int64)
+    # every improvement of a process's arrival as a record (its level, the message, the
+    # process's previous record): each one lowers that arrival to the lseq of one of its
+    # receives, so a search holds at most messages + n records, not a level x n table
+    # (16 n^2 bytes when a chain runs through every process)
+    capacity = max(16, n)
+    rec_level = np.empty(capacity, dtype=np.int64)
+    rec_msg = np.empty(capacity, dtype=np.int64)
+    rec_prev = np.empty(capacity, dtype=np.int64)
+    latest = np.empty(n, dtype=np.int64)  # per process: its latest record, or -1
     improved = np.empty(n, dtype=np.bool_)
     frontier = np.empty(n, dtype=np.bool_)
     for qi in range(queries):
         origin = q_src[qi]
         goal = q_dst[qi]
-        arrival[0, :] = _FAR
-        via[0, :] = _NONE
-        arrival[0, origin] = q_send[qi]
+        before[:] = _FAR
+        before[origin] = q_send[qi]
+        latest[:] = _NONE
+        records = 0
         frontier[:] = False
         frontier[origin] = True
         found = _NONE
         for level in range(1, n):
-            arrival[level, :] = arrival[level - 1, :]
-            via[level, :] = _NONE
+            arrival[:] = before
             # the goal first: one probe per frontier process often ends the search here,
             # sparing the frontier x n probes of a full level
             c_goal = _NONE
             for p in range(n):
                 if frontier[p]:
-                    c = p * n + goal
-                    lo = _first_send_at_or_after(
-                        send_lseq, start[c], start[c + 1], arrival[level - 1, p]
-                    )
-                    if lo < start[c + 1] and suffix_recv[lo] < arrival[level, goal]:
-                        arrival[level, goal] = suffix_recv[lo]
-                        via[level, goal] = suffix_msg[lo]
+                    c = _channel(targets, targets_start[p], targets_start[p + 1], goal)
+                    if c == _NONE:
+                        continue
+                    lo = _first_send_at_or_after(send_lseq, start[c], start[c + 1], before[p])
+                    if lo < start[c + 1] and suffix_recv[lo] < arrival[goal]:
+                        arrival[goal] = suffix_recv[lo]
+                        if records == capacity:
+                            capacity *= 2
+                            rec_level = _grown(rec_level, capacity)
+                            rec_msg = _grown(rec_msg, capacity)
+                            rec_prev = _grown(rec_prev, capacity)
+                        rec_level[records] = level
+                        rec_msg[records] = suffix_msg[lo]
+                        rec_prev[records] = latest[goal]
+                        latest[goal] = records
+                        records += 1
                         c_goal = c
-            if c_goal != _NONE and arrival[level, goal] <= q_until[qi]:
+            if c_goal != _NONE and arrival[goal] <= q_until[qi]:
                 found = level
                 break
             improved[:] = False
             for p in range(n):
                 if not frontier[p]:
                     continue
-                after = arrival[level - 1, p]
-                for t in range(targets_start[p], targets_start[p + 1]):
-                    q = targets[t]
-                    c = p * n + q
+                after = before[p]
+                for c in range(targets_start[p], targets_start[p + 1]):
+                    q = targets[c]
                     lo = _first_send_at_or_after(send_lseq, start[c], start[c + 1], after)
-                    if lo < start[c + 1] and suffix_recv[lo] < arrival[level, q]:
-                        arrival[level, q] = suffix_recv[lo]
-                        via[level, q] = suffix_msg[lo]
+                    if lo < start[c + 1] and suffix_recv[lo] < arrival[q]:
+                        arrival[q] = suffix_recv[lo]
+                        if records == capacity:
+                            capacity *= 2
+                            rec_level = _grown(rec_level, capacity)
+                            rec_msg = _grown(rec_msg, capacity)
+                            rec_prev = _grown(rec_prev, capacity)
+                        rec_level[records] = level
+                        rec_msg[records] = suffix_msg[lo]
+                        rec_prev[records] = latest[q]
+                        latest[q] = records
+                        records += 1
                         improved[q] = True
-            if arrival[level, goal] <= q_until[qi]:
+            if arrival[goal] <= q_until[qi]:
                 found = level
                 break
             any_improved = False
@@ -395,6 +442,7 @@ def _chains(
                 any_improved = any_improved or improved[p]
             if not any_improved:
                 break
+            before[:] = arrival
         if found == _NONE:
             offsets[qi + 1] = used
             continue
@@ -402,22 +450,31 @@ def _chains(
             grown = np.empty(max(2 * path.shape[0], used + found), dtype=np.int64)
             grown[:used] = path[:used]
             path = grown
-        # walk back: at each process take the message of the latest level that improved it;
-        # `found` is the fewest messages, so the walk takes exactly `found` steps
+        # walk back: at each process take the message of the latest level (at most the
+        # current one) that improved it; `found` is the fewest messages, so the walk takes
+        # exactly `found` steps
         at = goal
         level = found
         hops = 0
         while at != origin:
-            while via[level, at] == _NONE:
-                level -= 1
-            msg = via[level, at]
+            r = latest[at]
+            while rec_level[r] > level:
+                r = rec_prev[r]
+            msg = rec_msg[r]
             path[used + found - 1 - hops] = msg
             hops += 1
             at = msg_src[msg]
-            level -= 1
+            level = rec_level[r] - 1
         used += hops
         offsets[qi + 1] = used
     return path[:used], offsets
+
+
+@njit(cache=True, nogil=True)
+def _grown(values: np.ndarray, capacity: int) -> np.ndarray:
+    bigger = np.empty(capacity, dtype=values.dtype)
+    bigger[: values.shape[0]] = values
+    return bigger
 
 
 def shortest_chains(

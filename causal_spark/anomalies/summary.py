@@ -18,6 +18,8 @@ INVALID = CLOCK_STATUS_INVALID
 ORDER_CLASSES: tuple[str, ...] = (RSC, CO, FIFO_CLASS, ASYNC, INVALID)
 # why a trace has no order class (`order_class_reason`): nothing of it could be analysed
 NO_EVENT = "no analysable event"
+# ... or it was too large for a task (clocks.max_component_bytes, detect.max_trace_bytes)
+NOT_ANALYSED = "not analysed"
 
 
 def order_class(status: Column, n_fifo: Column, n_causal: Column, n_crown_sccs: Column) -> Column:
@@ -41,11 +43,15 @@ def summarize_traces(
     quarantine: DataFrame,
     violations: DataFrame,
     crowns: DataFrame,
+    too_large: DataFrame | None = None,
 ) -> DataFrame:
     """The `trace_summary` table: one row per trace seen in `trace_clocks` or `quarantine`.
 
     A trace with no event (every row of it quarantined) has no order class: null, and
-    `order_class_reason` says why (no class holds vacuously; docs/anomalies.md).
+    `order_class_reason` says why (no class holds vacuously; docs/anomalies.md). So has a
+    trace not analysed for its size, with null anomaly counts: `not_applicable` in
+    `trace_clocks` (no vector clocks; its reason), or one of `too_large` (trace_id,
+    reason: `inputs.too_large_traces`).
     """
     message_counts = messages.groupBy(C.TRACE_ID).agg(
         F.count("*").alias("n_messages"),
@@ -62,18 +68,29 @@ def summarize_traces(
         F.sum((F.col(C.KIND) == CAUSAL).cast("long")).alias("__causal"),
     )
     crown_counts = crowns.groupBy(C.TRACE_ID).agg(F.count("*").alias("__crowns"))
-    base = trace_clocks.select(C.TRACE_ID, "n_processes", "n_events", "status").join(
-        rejected, C.TRACE_ID, "full_outer"
-    )
+    if too_large is None:
+        too_large = crowns.sparkSession.createDataFrame([], "trace_id string, reason string")
+    # a trace_clocks table written before its `reason` column reads without one
+    clock_reason = F.col("reason") if "reason" in trace_clocks.columns else F.lit(None)
+    base = trace_clocks.select(
+        C.TRACE_ID, "n_processes", "n_events", "status", clock_reason.alias("__clock_reason")
+    ).join(rejected, C.TRACE_ID, "full_outer")
     joined = (
         base.join(message_counts, C.TRACE_ID, "left")
         .join(violation_counts, C.TRACE_ID, "left")
         .join(crown_counts, C.TRACE_ID, "left")
+        .join(
+            too_large.select(C.TRACE_ID, F.col("reason").alias("__too_large")), C.TRACE_ID, "left"
+        )
     )
-    valid = F.coalesce(F.col("status"), F.lit(CLOCK_STATUS_OK)) != CLOCK_STATUS_INVALID
+    status = F.coalesce(F.col("status"), F.lit(CLOCK_STATUS_OK))
+    valid = status != CLOCK_STATUS_INVALID
+    # INVALID aside, a trace is analysed when its clocks are ok and it fits detect's limit
+    analysed = (status == CLOCK_STATUS_OK) & F.col("__too_large").isNull()
+    not_analysed = valid & ~analysed
 
     def anomaly_count(name: str) -> Column:
-        return F.when(valid, F.coalesce(F.col(name), F.lit(0))).cast("long")
+        return F.when(analysed, F.coalesce(F.col(name), F.lit(0))).cast("long")
 
     n_fifo = anomaly_count("__fifo")
     n_causal = anomaly_count("__causal")
@@ -87,6 +104,14 @@ def summarize_traces(
             n_quarantined > 0,
             F.format_string(f"{NO_EVENT}: all %d input row(s) quarantined", n_quarantined),
         ).otherwise(F.lit(NO_EVENT)),
+    ).when(
+        not_analysed,
+        F.concat(
+            F.lit(f"{NOT_ANALYSED}: "),
+            F.coalesce(
+                F.col("__too_large"), F.col("__clock_reason"), F.concat(F.lit("clocks "), status)
+            ),
+        ),
     )
     return joined.select(
         C.TRACE_ID,
@@ -99,8 +124,8 @@ def summarize_traces(
         n_fifo.alias("n_fifo_violations"),
         n_causal.alias("n_causal_violations"),
         n_crowns.alias("n_crown_sccs"),
-        F.when(~no_event, order_class(F.col("status"), n_fifo, n_causal, n_crowns)).alias(
-            "order_class"
-        ),
+        F.when(
+            ~no_event & ~not_analysed, order_class(F.col("status"), n_fifo, n_causal, n_crowns)
+        ).alias("order_class"),
         reason.cast("string").alias("order_class_reason"),
     )

@@ -74,7 +74,7 @@ def overtaken_at_destination(receives: pa.Table, received: pa.Table) -> pa.Table
     recv_lseq = int_column(received, C.RECV_LSEQ)
     rows = order[np.searchsorted(event_lseq[order], recv_lseq)]
     n = len(receives.column(C.VC)[0]) if receives.num_rows else 0
-    vc = matrix(receives.column(C.VC), n, np.int64)[rows]
+    vc = matrix(receives.column(C.VC), n, np.int32)[rows]
     knows = received.column(KNOWS_DST).fill_null(0).to_numpy().astype(np.int64)
     src = int_column(received, C.SRC_PIDX)
     send = int_column(received, C.SEND_LSEQ)

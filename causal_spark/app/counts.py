@@ -69,19 +69,28 @@ class ClockCounts:
     invalid_traces: int
     clock_passes: int
     component_rounds: int
+    # traces too wide for clocks.max_component_bytes: no vector clocks (trace_clocks.reason)
+    not_applicable_traces: int = 0
 
     def flat(self) -> dict[str, int]:
         return {
             "traces": self.traces,
             "invalid_traces": self.invalid_traces,
+            "not_applicable_traces": self.not_applicable_traces,
             "clock_passes": self.clock_passes,
             "component_rounds": self.component_rounds,
         }
 
     def line(self) -> str:
+        wide = (
+            f", {self.not_applicable_traces} not_applicable (too wide: no vector clocks, "
+            "trace_clocks.reason)"
+            if self.not_applicable_traces
+            else ""
+        )
         return (
             f"clocks: {self.traces} trace(s), {self.invalid_traces} INVALID "
-            f"(causal cycle); {self.clock_passes} clock pass(es), "
+            f"(causal cycle){wide}; {self.clock_passes} clock pass(es), "
             f"{self.component_rounds} component round(s)"
         )
 
@@ -95,6 +104,9 @@ class DetectCounts:
     by_kind: Mapping[str, int] = field(default_factory=dict)
     # traces with no analysable event: no order class (trace_summary.order_class_reason)
     unanalysable: int = 0
+    # traces too large for a task (clocks.max_component_bytes, detect.max_trace_bytes): not
+    # analysed, no order class (order_class_reason says why, with the estimate)
+    too_large: int = 0
 
     def flat(self) -> dict[str, int]:
         flat = {f"class_{name}": int(self.by_class.get(name, 0)) for name in ORDER_CLASSES}
@@ -102,6 +114,7 @@ class DetectCounts:
             flat[f"violations_{kind}"] = int(self.by_kind.get(kind, 0))
         flat["crown_components"] = self.crowns
         flat["traces_unanalysable"] = self.unanalysable
+        flat["traces_too_large"] = self.too_large
         return flat
 
     def line(self) -> str:
@@ -111,6 +124,8 @@ class DetectCounts:
             if self.unanalysable
             else ""
         )
+        if self.too_large:
+            none += f"; traces too large to analyse (no order class): {self.too_large}"
         return (
             f"detect: {self.violations} violation row(s), "
             f"{self.crowns} crown component(s); traces by order class: {classes}{none}"

@@ -237,10 +237,12 @@ def select_incremental(
     return Selection(inputs=selected, traces=sorted(touched), records=records, deleted=deleted)
 
 
-def read_selection(spark: SparkSession, selection: Selection, options: object = None) -> DataFrame:
+def read_selection(
+    spark: SparkSession, selection: Selection, options: object = None, text: bool = True
+) -> DataFrame:
     """The raw rows of the selection: the chosen files, only the chosen traces' rows
-    (`options`: the readers' options, the `ingest` settings)."""
-    raw = read_raw_rows(spark, selection.inputs, options)
+    (`options`: the readers' options, the `ingest` settings; `text`: as `read_raw_rows`)."""
+    raw = read_raw_rows(spark, selection.inputs, options, text)
     if selection.traces is None:
         return raw
     wanted = spark.createDataFrame([(t,) for t in selection.traces], "__cs_trace string")

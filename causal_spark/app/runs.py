@@ -75,11 +75,11 @@ class StageContext:
         if self.selection is None:
             found = self.discover(paths, reader)
             self.selection = inc.select_full(found)
-            raw = inc.read_selection(self.spark, self.selection, self.config.ingest)
+            raw = inc.read_selection(self.spark, self.selection, self.config.ingest, text=False)
             # the files' traces are filled in by `record_file_traces`, from ingest's rows
         else:
             # chosen (and its inputs recorded) before the stages ran
-            raw = inc.read_selection(self.spark, self.selection, self.config.ingest)
+            raw = inc.read_selection(self.spark, self.selection, self.config.ingest, text=False)
         self.files = inc.records_of(self.selection)
         return self.selection.inputs, raw
 
@@ -158,6 +158,17 @@ class StageContext:
     def stage_through(self, name: str, produce: Callable[[FileWriter], DataFrame]) -> DataFrame:
         """Stage `name` from files its tasks write themselves (`RunTransaction.stage_through`)."""
         return self._record(name, self.txn.stage_through(name, produce, self._mode(name)))
+
+    def writer(self, name: str) -> FileWriter:
+        """A writer for tasks that write `name`'s next content (`stage_files` stages it)."""
+        return self.txn.writer(name)
+
+    def stage_files(self, name: str, writer: FileWriter, written: Mapping[str, int]) -> DataFrame:
+        """Stage the files `writer` wrote that `written` names (path -> rows)."""
+        return self._record(name, self.txn.stage_files(name, writer, written, self._mode(name)))
+
+    def remove_scratch(self, writer: FileWriter) -> None:
+        self.txn.remove_scratch(writer)
 
     def _mode(self, name: str) -> Any:
         per_trace = "trace_id" in tables.table_schema(name).names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -12,8 +13,9 @@ from pyspark.sql import functions as F
 from causal_spark import columns as C
 from causal_spark import tables
 from causal_spark.anomalies import (
+    NOT_ANALYSED,
     ORDER_CLASSES,
-    delivered_messages,
+    analysable_messages,
     find_crowns,
     find_violations,
     summarize_traces,
@@ -25,9 +27,14 @@ from causal_spark.app.counts import (
     ReplayCounts,
 )
 from causal_spark.app.runs import Stage, StageContext
-from causal_spark.clocks import CLOCK_STATUS_INVALID, trace_clock_status, with_clocks
+from causal_spark.clocks import (
+    CLOCK_STATUS_INVALID,
+    CLOCK_STATUS_NOT_APPLICABLE,
+    trace_clock_status,
+    with_clocks,
+)
 from causal_spark.clocks.matrix import with_matrix_clocks
-from causal_spark.ingest import ingest
+from causal_spark.ingest import IngestTargets, ingest
 from causal_spark.io.sources import only_files, read_raw_rows
 from causal_spark.replay import (
     ReplayRequest,
@@ -53,15 +60,24 @@ def ingest_stage(paths: Sequence[str], reader: str = "auto") -> Stage:
     def run(context: StageContext) -> None:
         spark = context.spark
         inputs, raw = context.raw_rows(paths, reader)
-        ingested = ingest(
-            raw,
-            inputs,
-            reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids), context.config.ingest),
-        )
-        context.stage(tables.EVENTS, ingested.events)
-        context.stage(tables.MESSAGES, ingested.messages)
-        context.stage(tables.QUARANTINE, ingested.quarantine)
-        ingested.release()
+        events, messages = context.writer(tables.EVENTS), context.writer(tables.MESSAGES)
+        targets = IngestTargets(events, messages, os.path.join(events.scratch, "ingest"))
+        try:
+            ingested = ingest(
+                raw,
+                inputs,
+                targets,
+                reread=lambda ids: read_raw_rows(
+                    spark, only_files(inputs, ids), context.config.ingest
+                ),
+                settings=context.config.ingest,
+            )
+            context.stage_files(tables.EVENTS, events, ingested.written[tables.EVENTS])
+            context.stage_files(tables.MESSAGES, messages, ingested.written[tables.MESSAGES])
+            context.stage(tables.QUARANTINE, ingested.quarantine)
+        finally:
+            context.remove_scratch(events)
+            context.remove_scratch(messages)
         context.record_file_traces(ingested.file_traces)
         seen = ingested.event_counts()
         counts = IngestCounts(
@@ -102,6 +118,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
         context.counts.clocks = ClockCounts(
             traces=sum(by_status.values()),
             invalid_traces=by_status.get(CLOCK_STATUS_INVALID, 0),
+            not_applicable_traces=by_status.get(CLOCK_STATUS_NOT_APPLICABLE, 0),
             clock_passes=result.clock_passes,
             component_rounds=result.component_rounds,
         )
@@ -118,7 +135,8 @@ def detect_stage() -> Stage:
         events = context.table(tables.EVENTS)
         messages = context.table(tables.MESSAGES)
         trace_clocks = context.table(tables.TRACE_CLOCKS)
-        delivered = delivered_messages(messages, trace_clocks)
+        # traces too large for detect's tasks (detect.max_trace_bytes) are left out, named
+        delivered, too_large = analysable_messages(messages, trace_clocks, settings)
         with _timed("detect: violations"):
             violations = context.stage(tables.VIOLATIONS, find_violations(events, delivered))
         with _timed("detect: crowns"):
@@ -131,11 +149,20 @@ def detect_stage() -> Stage:
             summary = context.stage(
                 tables.TRACE_SUMMARY,
                 summarize_traces(
-                    trace_clocks, messages, context.table(tables.QUARANTINE), violations, crowns
+                    trace_clocks,
+                    messages,
+                    context.table(tables.QUARANTINE),
+                    violations,
+                    crowns,
+                    too_large,
                 ),
             )
-        per_class = summary.groupBy("order_class").count().collect()
-        by_class = {row["order_class"]: int(row["count"]) for row in per_class}
+        too_big = F.col("order_class_reason").startswith(NOT_ANALYSED).alias("too_large")
+        per_class = summary.groupBy("order_class", too_big).count().collect()
+        by_class: dict[str | None, int] = {}
+        for row in per_class:
+            name = "too_large" if row["too_large"] else row["order_class"]
+            by_class[name] = by_class.get(name, 0) + int(row["count"])
         per_kind = violations.groupBy("kind").count().collect()
         context.counts.detect = DetectCounts(
             violations=context.counts.rows[tables.VIOLATIONS],
@@ -143,6 +170,7 @@ def detect_stage() -> Stage:
             by_class={name: by_class.get(name, 0) for name in ORDER_CLASSES},
             by_kind={row["kind"]: int(row["count"]) for row in per_kind},
             unanalysable=by_class.get(None, 0),
+            too_large=by_class.get("too_large", 0),
         )
 
     return run

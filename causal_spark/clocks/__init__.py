@@ -18,6 +18,9 @@ Choice: `auto` uses the per-trace engine for components up to
 
 A component whose matched ids form a causal cycle gets null clocks;
 `trace_clock_status` (`status`) marks its trace INVALID with a witness cycle.
+A component whose vectors would take one task more than `max_component_bytes` at
+the estimated peak (`size`) gets Lamport clocks only (or none, if even those would
+not fit): its trace is `not_applicable`, with the estimate.
 Also here: matrix clocks on request (`matrix`) and the happened-before Column
 helpers (`order`). The engines' internals are described in docs/clocks.md.
 """
@@ -32,12 +35,14 @@ if TYPE_CHECKING:
     from causal_spark.clocks.plan import Plan, plan_units
     from causal_spark.clocks.status import (
         CLOCK_STATUS_INVALID,
+        CLOCK_STATUS_NOT_APPLICABLE,
         CLOCK_STATUS_OK,
         trace_clock_status,
     )
 
 __all__ = [
     "CLOCK_STATUS_INVALID",
+    "CLOCK_STATUS_NOT_APPLICABLE",
     "CLOCK_STATUS_OK",
     "ClockResult",
     "Plan",
@@ -55,6 +60,7 @@ _WHERE = {
     "Plan": "plan",
     "plan_units": "plan",
     "CLOCK_STATUS_INVALID": "status",
+    "CLOCK_STATUS_NOT_APPLICABLE": "status",
     "CLOCK_STATUS_OK": "status",
     "trace_clock_status": "status",
 }

@@ -49,6 +49,8 @@ def _clocks(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     n = start.shape[0]
     events = send_event.shape[0]
+    # no rows: every process starts from zeros (a whole component: no n x n seed to touch)
+    seeded = init_vc.shape[0] > 0
     vc = np.empty((events, n), dtype=np.int32)
     lamport = np.empty(events, dtype=np.int64)
     dist = np.zeros((events, n_entries), dtype=np.int32)
@@ -79,7 +81,7 @@ def _clocks(
             if s >= 0:
                 if first:
                     for j in range(n):
-                        a = init_vc[p, j]
+                        a = init_vc[p, j] if seeded else 0
                         b = vc[s, j]
                         vc[e, j] = a if a > b else b
                 else:
@@ -93,7 +95,7 @@ def _clocks(
                 i = import_of[e]
                 if first:
                     for j in range(n):
-                        a = init_vc[p, j]
+                        a = init_vc[p, j] if seeded else 0
                         b = import_vc[i, j]
                         vc[e, j] = a if a > b else b
                 else:
@@ -105,7 +107,7 @@ def _clocks(
                     previous = import_lamport[i]
             elif first:
                 for j in range(n):
-                    vc[e, j] = init_vc[p, j]
+                    vc[e, j] = init_vc[p, j] if seeded else 0
             else:
                 for j in range(n):
                     vc[e, j] = vc[e - 1, j]
@@ -180,7 +182,7 @@ def _export_clocks(
     for e in range(events):
         if send_event[e] >= 0:
             pending[send_event[e]] += 1
-    cur_vc = init_vc.copy()
+    cur_vc = init_vc.copy() if init_vc.shape[0] > 0 else np.zeros((n, n), dtype=np.int32)
     cur_lamport = init_lamport.copy()
     cur_dist = np.zeros((n, n_entries), dtype=np.int32)
     capacity = max(4, n)  # grown by doubling
@@ -305,13 +307,18 @@ def _export_clocks(
 
 
 @njit(cache=True, nogil=True)
-def _advance(start: np.ndarray, length: np.ndarray, send_event: np.ndarray) -> np.ndarray:
-    """`_clocks`' traversal without the clocks: how far each process gets (its `ptr`).
+def _advance(
+    start: np.ndarray, length: np.ndarray, send_event: np.ndarray, lamport: np.ndarray
+) -> np.ndarray:
+    """`_clocks`' traversal without the vector clocks: how far each process gets (its `ptr`),
+    and, when `lamport` has a row per event (else it is empty), the Lamport clocks of a
+    group without seeds (the per-trace engine's path for a component too wide for vectors).
 
     The events every process gets past are those with no causal cycle in their past,
     whatever the order the traversal takes, so `ptr` (and the witness `_cycle` finds from
     it) is the one `_clocks` ends with; the memory is O(events), not O(events x n).
     """
+    with_lamport = lamport.shape[0] > 0
     n = start.shape[0]
     events = send_event.shape[0]
     done = np.zeros(events, dtype=np.bool_)
@@ -334,6 +341,11 @@ def _advance(start: np.ndarray, length: np.ndarray, send_event: np.ndarray) -> n
                 wait_next[p] = wait_head[s]
                 wait_head[s] = p
                 break
+            if with_lamport:
+                previous = 0 if e == start[p] else lamport[e - 1]
+                if s >= 0 and lamport[s] > previous:
+                    previous = lamport[s]
+                lamport[e] = previous + 1
             done[e] = True
             q = wait_head[e]
             while q >= 0:
@@ -397,8 +409,8 @@ class GroupShapeError(ValueError):
 class Seeds:
     """What a slab needs from outside: clocks entering each process, and imported sends.
 
-    init_vc (n x n int32), init_lamport (n): the clocks of each process's last
-    event before the group (zeros if none). import_vc (m x n), import_lamport
+    init_vc (n x n int32, or 0 x n: all zeros), init_lamport (n): the clocks of
+    each process's last event before the group (zeros if none). import_vc (m x n), import_lamport
     (m): the clocks of the m sends outside the group that receives in it take.
     entry_first (n), import_entry (m), n_entries: entry ids to track path
     lengths from (-1 = not tracked); n_entries = 0 tracks nothing.
@@ -411,6 +423,19 @@ class Seeds:
     entry_first: np.ndarray
     import_entry: np.ndarray
     n_entries: int = 0
+
+    @staticmethod
+    def whole(n: int) -> Seeds:
+        """No seeds at all (a whole component): init_vc has no rows, so no n x n matrix."""
+        seeds = Seeds.none(0)
+        return Seeds(
+            init_vc=np.zeros((0, n), dtype=np.int32),
+            init_lamport=np.zeros(n, dtype=np.int64),
+            import_vc=np.zeros((0, n), dtype=np.int32),
+            import_lamport=seeds.import_lamport,
+            entry_first=np.full(n, -1, dtype=np.int64),
+            import_entry=seeds.import_entry,
+        )
 
     @staticmethod
     def none(n: int, imports: int = 0) -> Seeds:
@@ -517,7 +542,7 @@ def group_clocks(
     `CausalCycleError` with the receive rows of a witness cycle when the
     matched ids are not a valid execution.
     """
-    seeds = seeds or Seeds.none(n)
+    seeds = seeds or Seeds.whole(n)
     start, first_lseq, length, send_event = _group_rows(proc, lseq, send_proc, send_lseq, n)
     vc, lamport, dist, ptr = _clocks(
         start,
@@ -595,7 +620,7 @@ def cycle_witness(
     arguments without seeds), or None when the matched ids form no causal cycle. Computes
     no clocks: O(events) memory, whatever n."""
     start, _, length, send_event = _group_rows(proc, lseq, send_proc, send_lseq, n)
-    ptr = _advance(start, length, send_event)
+    ptr = _advance(start, length, send_event, np.empty(0, dtype=np.int64))
     if np.any(ptr < start + length):
         rows: np.ndarray = _cycle(start, start + length, ptr, send_event)
         return rows

@@ -126,11 +126,15 @@ def _udf_schema() -> pa.Schema:
 def with_matrix_clocks(clocked: DataFrame, messages: DataFrame) -> DataFrame:
     """The `matrix_clocks` table: one row per clocked event with its sparse matrix clock.
 
-    clocked: `events` with `vc` (events of an INVALID component, whose vc is
-    null, get no row). messages: the `messages` table (every message with a
-    send counts, delivered or in flight).
+    clocked: `events` with `vc` (events whose vc is null, of an INVALID component or one
+    too wide for vectors, get no row). messages: the `messages` table (every message with
+    a send counts, delivered or in flight).
     """
-    events = clocked.select(C.TRACE_ID, C.PROCESS, C.PIDX, C.LSEQ, C.VC)
+    # no null vc reaches Python: Spark's Arrow batch sizing is quadratic in consecutive null
+    # lists, and a trace too wide for vectors has only those
+    events = clocked.where(F.col(C.VC).isNotNull()).select(
+        C.TRACE_ID, C.PROCESS, C.PIDX, C.LSEQ, C.VC
+    )
     # a message to a process that has no event in the trace has no pidx: no matrix column
     sends = messages.where(F.col(C.SEND_LSEQ).isNotNull() & F.col(C.DST_PIDX).isNotNull()).select(
         C.TRACE_ID, C.SRC_PIDX, C.DST_PIDX, C.SEND_LSEQ

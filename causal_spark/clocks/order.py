@@ -2,7 +2,9 @@
 
 e happens before f iff e != f and vc(f)[pidx(e)] >= lseq(e): one array
 lookup, so any pair of events of a trace can be compared in a join or a SQL
-query. Events of different traces are never ordered.
+query. Events of different traces are never ordered. An event without a vector
+clock (an INVALID trace, or one too wide for vectors: `trace_clocks.status`) makes
+the answer unknown: null, never a false "not before" or "concurrent".
 """
 
 from __future__ import annotations
@@ -44,11 +46,13 @@ def happened_before(e: Column | str, f: Column | str) -> Column:
     e, f: struct columns (or their names) with fields trace_id, pidx, lseq, vc,
     e.g. `F.struct("trace_id", "pidx", "lseq", "vc")` on each side of a self-join.
     """
-    known = F.get(_field(f, C.VC), _field(e, C.PIDX))
+    vc = _field(f, C.VC)
+    known = F.get(vc, _field(e, C.PIDX))
+    # null when f has no vector clock (unknown), unless the answer is false anyway
     return (
         (_field(e, C.TRACE_ID) == _field(f, C.TRACE_ID))
         & ~_same(e, f)
-        & F.coalesce(known >= _field(e, C.LSEQ), F.lit(False))
+        & F.when(vc.isNotNull(), F.coalesce(known >= _field(e, C.LSEQ), F.lit(False)))
     )
 
 
@@ -63,10 +67,12 @@ def concurrent(e: Column | str, f: Column | str) -> Column:
 
 
 def relation(e: Column | str, f: Column | str) -> Column:
-    """'before', 'after', 'concurrent' or 'same' (null for events of different traces)."""
+    """'before', 'after', 'concurrent' or 'same' (null for events of different traces, and
+    for distinct events one of which has no vector clock)."""
     return (
         F.when(_field(e, C.TRACE_ID) != _field(f, C.TRACE_ID), F.lit(None))
         .when(_same(e, f), F.lit(SAME))
+        .when(_field(e, C.VC).isNull() | _field(f, C.VC).isNull(), F.lit(None))
         .when(happened_before(e, f), F.lit(BEFORE))
         .when(happened_before(f, e), F.lit(AFTER))
         .otherwise(F.lit(CONCURRENT))
@@ -78,14 +84,16 @@ SQL_FUNCTIONS = {
         "e_pidx INT, e_lseq BIGINT, f_pidx INT, f_lseq BIGINT, f_vc ARRAY<INT>",
         "BOOLEAN",
         "NOT (e_pidx = f_pidx AND e_lseq = f_lseq)"
-        " AND coalesce(get(f_vc, e_pidx) >= e_lseq, false)",
+        " AND (CASE WHEN f_vc IS NOT NULL THEN coalesce(get(f_vc, e_pidx) >= e_lseq, false) END)",
     ),
     "concurrent_events": (
         "e_pidx INT, e_lseq BIGINT, e_vc ARRAY<INT>, f_pidx INT, f_lseq BIGINT, f_vc ARRAY<INT>",
         "BOOLEAN",
         "NOT (e_pidx = f_pidx AND e_lseq = f_lseq)"
-        " AND NOT coalesce(get(f_vc, e_pidx) >= e_lseq, false)"
-        " AND NOT coalesce(get(e_vc, f_pidx) >= f_lseq, false)",
+        " AND NOT (CASE WHEN f_vc IS NOT NULL"
+        " THEN coalesce(get(f_vc, e_pidx) >= e_lseq, false) END)"
+        " AND NOT (CASE WHEN e_vc IS NOT NULL"
+        " THEN coalesce(get(e_vc, f_pidx) >= f_lseq, false) END)",
     ),
 }
 
@@ -95,7 +103,8 @@ def register_sql_functions(spark: SparkSession) -> list[str]:
 
     Both compare events of one trace (join on trace_id first):
     `happened_before(e.pidx, e.lseq, f.pidx, f.lseq, f.vc)` and
-    `concurrent_events(e.pidx, e.lseq, e.vc, f.pidx, f.lseq, f.vc)`.
+    `concurrent_events(e.pidx, e.lseq, e.vc, f.pidx, f.lseq, f.vc)`; null (unknown) for
+    distinct events when a vector clock they need is null.
     """
     for name, (params, returns, body) in SQL_FUNCTIONS.items():
         spark.sql(
@@ -116,7 +125,12 @@ def _event(events: DataFrame, trace_id: str, process: str, lseq: int) -> tuple[i
         .collect()
     )
     if len(rows) != 1 or rows[0][C.VC] is None:
-        found = "no event" if not rows else "an event without clocks (INVALID trace)"
+        found = (
+            "no event"
+            if not rows
+            else "an event without vector clocks (an INVALID trace, or one too wide for them: "
+            "trace_clocks.status)"
+        )
         raise EventNotFound(
             f"trace {trace_id!r}, process {process!r}, lseq {lseq}: found {found}; "
             "the cone needs the clocked events table"

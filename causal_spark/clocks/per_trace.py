@@ -33,6 +33,7 @@ from causal_spark._spark import checkpoint, partition_keys, shuffle_partitions
 from causal_spark.clocks.components import COMPONENT
 from causal_spark.clocks.plan import (
     BATCH,
+    CLOCKS,
     GROUP_KEY,
     IN_PLACE,
     KIND_CODE,
@@ -54,6 +55,7 @@ from causal_spark.clocks.plan import (
     _output,
 )
 from causal_spark.clocks.scratch import read_staged, rows_by_key, stage_by_key
+from causal_spark.clocks.size import LAMPORT_ONLY, VECTORS
 from causal_spark.clocks.units_kernel import units_clocks_at
 from causal_spark.config import ClockSettings
 from causal_spark.sinks import FILES_SCHEMA, FileWriter
@@ -112,11 +114,12 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
     pidx, lseq, kind and source codes, the other body columns). `links` holds *all*
     the receive links of those units (a unit split into output parts sends them to
     every part) and their name rows (n_processes set): one per (unit, process,
-    source), with the trace, process and source strings and the process's event
-    count. The kernel runs over every row of each unit with events here, unit after
-    unit in one compiled call (a small trace costs microseconds, not a Python group
-    of its own); the given events are returned in the order they came (the kernel
-    writes each row's clocks where it belongs), with `trace_id`, `process`, `kind`
+    source), with the trace, process and source strings, the process's event count
+    and the unit's `clocks` (`size.VECTORS`; without vectors, Lamport only or none,
+    the other clocks null). The kernel runs over every row of each unit with events
+    here, unit after unit in one compiled call (a small trace costs microseconds, not a
+    Python group of its own); the given events are returned in the order they came (the
+    kernel writes each row's clocks where it belongs), with `trace_id`, `process`, `kind`
     and `source` as dictionary columns. A unit with a causal cycle gets null clocks.
     """
     if len(events) == 0:
@@ -145,6 +148,15 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
     unit_n[name_unit] = name_n
     if np.any(unit_n[name_unit] != name_n):
         raise ValueError("the name rows of a unit disagree on its number of processes")
+    name_clocks = (  # no column: every unit gets vectors
+        int_column(names, CLOCKS, VECTORS)
+        if CLOCKS in names.column_names
+        else np.full(len(names), VECTORS, dtype=np.int64)
+    )
+    unit_clocks = np.zeros(units, dtype=np.int64)
+    unit_clocks[name_unit] = name_clocks
+    if np.any(unit_clocks[name_unit] != name_clocks):
+        raise ValueError("the name rows of a unit disagree on the clocks it gets")
     if np.any(name_pidx < 0) or np.any(name_pidx >= name_n):
         raise ValueError("a name row's pidx is outside its trace's 0..n-1")
     unit_proc = np.zeros(units + 1, dtype=np.int64)
@@ -212,8 +224,11 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
         send_event,
         out_rows,
         out_pos,
+        vectors=unit_clocks == VECTORS,
     )
-    valid = clocks.ok[row_unit]
+    # a unit with a causal cycle has no clocks; one too wide has no vectors (`size`)
+    valid = clocks.ok[row_unit] & (unit_clocks[row_unit] >= LAMPORT_ONLY)
+    with_vectors = valid & (unit_clocks[row_unit] == VECTORS)
     kind = int_column(events, KIND_CODE)
     if np.any(kind < 0) or np.any(kind >= len(KINDS)):
         raise ValueError("an event's kind code is not an index of KINDS")
@@ -224,7 +239,7 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
         C.KIND: _dictionary(kind, pa.array(KINDS)),
         C.SOURCE: _dictionary(first_name[proc] + source, names.column(C.SOURCE)),
         C.LAMPORT: pa.array(clocks.lamport, pa.int64(), mask=~valid),
-        C.VC: _ragged_lists(clocks.vc, clocks.offsets, valid),
+        C.VC: _ragged_lists(clocks.vc, clocks.offsets, with_vectors),
     }
     schema = tables.to_arrow(_events_output_schema())
     return pa.table(
@@ -310,6 +325,7 @@ def _place_units(
             F.pmod(F.xxhash64(C.TRACE_ID, COMPONENT), F.lit(batches)).cast("int").alias(BATCH),
             _output_parts(part_events, max_parts).alias(PARTS),
             (F.col(UNIT_EVENTS) > F.lit(part_events)).alias(IN_PLACE),
+            CLOCKS,
         ).withColumn(UNIT_CODE, (F.dense_rank().over(per_batch) - 1).cast("int"))
     )
     named = checkpoint(procs.join(names, [C.TRACE_ID, C.PIDX]))
@@ -415,6 +431,7 @@ def _name_columns() -> list[Column | str]:
         C.PROCESS,
         C.SOURCE,
         SOURCE_CODE,
+        CLOCKS,
     ]
 
 

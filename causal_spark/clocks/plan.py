@@ -30,6 +30,7 @@ from pyspark.sql import types as T
 from causal_spark import columns as C
 from causal_spark import tables
 from causal_spark._spark import checkpoint
+from causal_spark.clocks import size
 from causal_spark.clocks.components import COMPONENT, connected_components
 from causal_spark.config import ClockSettings
 from causal_spark.sinks import FILES_SCHEMA, FileWriter
@@ -59,6 +60,9 @@ PART = "part"
 PARTS = "parts"
 IN_PLACE = "in_place"  # a whole unit larger than slab_events: clocked where its events are read
 GROUP_KEY = "group_key"
+CLOCKS = "clocks"  # per unit: size.VECTORS, LAMPORT_ONLY or NO_CLOCKS (byte), shipped to tasks
+ESTIMATE = "estimate"  # per unit: the estimated peak of its vectors' task (bytes)
+REASON = "reason"  # per unit clocked without vectors: why (null otherwise)
 BATCH = "batch"
 UNIT_CODE = "unit"  # a unit's number within its batch (the per-trace engine's events carry it)
 SOURCE_CODE = "source_code"
@@ -86,6 +90,47 @@ def _n_slabs(settings: ClockSettings) -> Column:
     return F.when(events > settings.per_trace_max_events, slabs).otherwise(F.lit(1))
 
 
+def _mib(size_bytes: Column) -> Column:
+    return F.format_string("%.1f MiB", size_bytes / F.lit(float(1 << 20)))
+
+
+def _clock_choice(settings: ClockSettings) -> tuple[Column, Column, Column]:
+    """Per unit (UNIT_EVENTS, N_PROCS, N_SLABS): what its clocks' largest task would hold
+    (`size.component_bytes`), what to compute within `max_component_bytes` (vectors, Lamport
+    only or nothing: `size.VECTORS` ...) and, without vectors, why, with the estimate."""
+    events, n, slabs = F.col(UNIT_EVENTS), F.col(N_PROCS), F.col(N_SLABS)
+    limit = settings.max_component_bytes
+    vectors = size.component_bytes(events, n, slabs, settings.slab_events, settings.output_parts)
+    lamport = size.lamport_bytes(events, n)
+    choice = (
+        F.when(vectors <= limit, F.lit(size.VECTORS))
+        .when(lamport <= limit, F.lit(size.LAMPORT_ONLY))
+        .otherwise(F.lit(size.NO_CLOCKS))
+        .cast("byte")
+    )
+    shape = F.format_string("a component of %d events, n = %d processes; docs/clocks.md", events, n)
+    exceeds = F.format_string(
+        "estimated peak %s exceeds clocks.max_component_bytes %s",
+        _mib(vectors),
+        F.lit(f"{limit / 2**20:.1f} MiB"),
+    )
+    reason = F.when(
+        choice == size.LAMPORT_ONLY,
+        F.format_string(
+            "vector clocks not computed: %s (%s); Lamport clocks computed", exceeds, shape
+        ),
+    ).when(
+        choice == size.NO_CLOCKS,
+        F.format_string(
+            "no clocks computed: %s, and Lamport clocks alone %s (%s)",
+            exceeds,
+            _mib(lamport),
+            shape,
+        ),
+    )
+    return vectors, choice, reason
+
+
 @dataclass(frozen=True)
 class Plan:
     """units: one row per (trace, process), see `plan_units`. names: one row per (trace,
@@ -103,7 +148,10 @@ def plan_units(events: DataFrame, messages: DataFrame, settings: ClockSettings) 
 
     Output units: trace_id, pidx, component, proc_events (long), n_processes (int),
     unit_events (long), n_slabs (int), bounds (array<long>: the first lseq of
-    slabs 1..n_slabs-1 on this process); checkpointed (it is small). The first
+    slabs 1..n_slabs-1 on this process), and the component's size guard
+    (`_clock_choice`): clocks (byte: `size.VECTORS`, `LAMPORT_ONLY` or `NO_CLOCKS`),
+    estimate (long, bytes), reason (string, null with vectors); a component without
+    vectors is one slab (the per-trace engine). Checkpointed (it is small). The first
     aggregation groups by process and source names too (a few more hashed bytes per
     event, no extra pass over the events) to give `Plan.names`.
     """
@@ -149,6 +197,14 @@ def plan_units(events: DataFrame, messages: DataFrame, settings: ClockSettings) 
         .withColumn(N_PROCS, (F.max(C.PIDX).over(per_trace) + 1).cast("int"))
         .withColumn(UNIT_EVENTS, F.sum(PROC_EVENTS).over(per_unit))
         .withColumn(N_SLABS, _n_slabs(settings))
+    )
+    estimate, choice, reason = _clock_choice(settings)
+    info = (
+        info.withColumn(ESTIMATE, estimate)
+        .withColumn(CLOCKS, choice)
+        .withColumn(REASON, reason)
+        # without vectors, the per-trace engine's traversal (the distributed one needs them)
+        .withColumn(N_SLABS, F.when(F.col(CLOCKS) == size.VECTORS, F.col(N_SLABS)).otherwise(1))
         .withColumn(
             "__timed",
             (F.sum("__ts_known").over(per_unit) == F.col(UNIT_EVENTS))
@@ -171,6 +227,9 @@ def plan_units(events: DataFrame, messages: DataFrame, settings: ClockSettings) 
         .when(F.col("__timed"), F.col(BOUNDS))
         .otherwise(_fraction_bounds())
         .alias(BOUNDS),
+        CLOCKS,
+        F.col(ESTIMATE).cast("long").alias(ESTIMATE),
+        F.col(REASON).cast("string").alias(REASON),
     )
     return Plan(checkpoint(planned), checkpoint(names), found.rounds)
 
@@ -259,7 +318,7 @@ def _keyed_events(events: DataFrame, info: DataFrame, max_bounds: int | None = N
         events.drop(C.LAMPORT, C.VC)
         .join(F.broadcast(info), [C.TRACE_ID, C.PIDX])
         .withColumn(SLAB, _slab_of(F.col(C.LSEQ), F.col(BOUNDS), max_bounds))
-        .drop(BOUNDS)
+        .drop(BOUNDS, CLOCKS, ESTIMATE, REASON)
     )
 
 

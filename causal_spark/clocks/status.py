@@ -1,4 +1,5 @@
-"""The `trace_clocks` table: one row per trace, how its clocks were computed, ok or INVALID.
+"""The `trace_clocks` table: one row per trace, how its clocks were computed, ok, INVALID or
+not_applicable.
 
 A component whose matched ids form a causal cycle gets null clocks from either
 engine (the distributed one finds the cycle in its own passes: inside a slab, or
@@ -8,6 +9,10 @@ component once more as one group, whatever its slabs were: a cycle across slab
 borders shows only there. That run computes no clocks (O(events) memory, not
 O(events x n)) and only corrupt components pay for it; it gives both engines
 the same witness.
+
+A component the plan kept from its vectors (too wide for `clocks.max_component_bytes`,
+`clocks.size`) has Lamport clocks only, or none; its trace is `not_applicable` with
+the plan's reason (the estimate and the limit), unless it is INVALID.
 """
 
 from __future__ import annotations
@@ -24,20 +29,25 @@ from causal_spark.clocks.distributed import _slab_inputs
 from causal_spark.clocks.kernel import cycle_witness
 from causal_spark.clocks.plan import (
     BOUNDS,
+    CLOCKS,
     CYCLE,
     GROUP,
     INVALID,
     N_PROCS,
     N_SLABS,
     PROC_EVENTS,
+    REASON,
     UNIT,
     _keyed_events,
     _receive_links,
     _with_link_columns,
 )
+from causal_spark.clocks.size import LAMPORT_ONLY, VECTORS
 
 CLOCK_STATUS_OK = "ok"
 CLOCK_STATUS_INVALID = "INVALID"
+# some component too wide for its vectors (`clocks.size`): vc null, `reason` says why
+CLOCK_STATUS_NOT_APPLICABLE = "not_applicable"
 
 
 def _witness(events: pa.Table, links: pa.Table) -> pa.Table:
@@ -55,7 +65,8 @@ def _witness(events: pa.Table, links: pa.Table) -> pa.Table:
 def trace_clock_status(
     clocked: DataFrame, events: DataFrame, messages: DataFrame, plan: DataFrame
 ) -> DataFrame:
-    """One row per trace: its size, how its clocks were computed, ok or INVALID with a witness.
+    """One row per trace: its size, how its clocks were computed, ok, INVALID with a witness,
+    or not_applicable with the reason.
 
     clocked: `with_clocks(...).events`, best read back from where it was
     written (this costs one narrow scan of `lamport`). events, messages: the
@@ -63,13 +74,17 @@ def trace_clock_status(
     component of null clocks is INVALID; the witness is found by running that
     component once more as one group (whatever its slabs were) through a
     traversal that computes no clocks, which only corrupt components pay for.
+    A trace with a component the plan kept from its vectors (or from any clocks) is
+    otherwise `not_applicable`, with the plan's reason (`clocks.size`).
     Output: the columns of the `trace_clocks` table.
     """
+    # a component the plan gave no clocks at all has null Lamport clocks without a cycle
+    clocked_units = plan.where(F.col(CLOCKS) >= LAMPORT_ONLY).select(C.TRACE_ID, C.PIDX, COMPONENT)
     broken = checkpoint(
         clocked.where(F.col(C.LAMPORT).isNull())
         .select(C.TRACE_ID, C.PIDX)
         .distinct()
-        .join(F.broadcast(plan.select(C.TRACE_ID, C.PIDX, COMPONENT)), [C.TRACE_ID, C.PIDX])
+        .join(F.broadcast(clocked_units), [C.TRACE_ID, C.PIDX])
         .select(*UNIT)
         .distinct()
     )
@@ -104,6 +119,8 @@ def trace_clock_status(
         F.sum(PROC_EVENTS).alias("n_events"),
         F.count_distinct(COMPONENT).alias("n_components"),
         F.max(N_SLABS).alias(N_SLABS),
+        F.min(CLOCKS).alias(CLOCKS),
+        F.min(REASON).alias(REASON),  # a trace's components without vectors: the first reason
     )
     # INVALID because its clocks are null (what every later stage reads), not because a
     # witness was found: the two agree, and a trace is never `ok` with null clocks
@@ -120,8 +137,10 @@ def trace_clock_status(
             .alias("engine"),
             F.col(N_SLABS).cast("int").alias(N_SLABS),
             F.when(F.col(INVALID), F.lit(CLOCK_STATUS_INVALID))
+            .when(F.col(CLOCKS) < VECTORS, F.lit(CLOCK_STATUS_NOT_APPLICABLE))
             .otherwise(F.lit(CLOCK_STATUS_OK))
             .alias("status"),
             CYCLE,
+            F.when(~F.coalesce(F.col(INVALID), F.lit(False)), F.col(REASON)).alias(REASON),
         )
     )

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from causal_spark.clocks.kernel import GroupShapeError, _clocks, _export_clocks, group_layout
+from causal_spark.clocks.kernel import (
+    GroupShapeError,
+    _advance,
+    _clocks,
+    _export_clocks,
+    group_layout,
+)
 
 
 @njit(cache=True)
@@ -37,6 +43,7 @@ def _units_clocks(
     send_event: np.ndarray,
     out_rows: np.ndarray,
     out_pos: np.ndarray,
+    vectors: np.ndarray,
     dense_max_cells: int,
     rolling_min_cells: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -47,17 +54,17 @@ def _units_clocks(
     in_order = True
     for i in range(wanted):
         u = out_unit[i]
-        offsets[out_pos[i] + 1] = unit_proc[u + 1] - unit_proc[u]
+        offsets[out_pos[i] + 1] = unit_proc[u + 1] - unit_proc[u] if vectors[u] else 0
         in_order = in_order and out_pos[i] == i
     for i in range(wanted):
         offsets[i + 1] += offsets[i]
     lamport = np.empty(wanted, dtype=np.int64)
     ok = np.ones(units, dtype=np.bool_)
     # one unit whose every row is wanted in order (a large trace) keeps the kernel's buffer
-    whole = units == 1 and in_order and wanted == unit_row[units] - unit_row[0]
+    whole = units == 1 and vectors[0] and in_order and wanted == unit_row[units] - unit_row[0]
     # a unit too large for a dense matrix, alone here: the rolling kernel's output rows are
     # the output (it writes each wanted row at its output position)
-    alone_rolling = units == 1 and _rolling(
+    alone_rolling = units == 1 and vectors[0] and _rolling(
         unit_row[1] - unit_row[0], unit_proc[1] - unit_proc[0], wanted, dense_max_cells,
         rolling_min_cells,
     )  # fmt: skip
@@ -80,6 +87,17 @@ def _units_clocks(
             for i in range(r1 - r0):
                 if local_send[i] >= 0:
                     local_send[i] -= r0
+        if not vectors[u]:
+            # too wide for vectors (`clocks.size`): Lamport clocks only, O(events) memory
+            lam = np.empty(r1 - r0, dtype=np.int64)
+            ptr = _advance(local_start, length[p0:p1], local_send, lam)
+            for p in range(n):
+                if ptr[p] < local_start[p] + length[p0 + p]:
+                    ok[u] = False
+            for i in range(lo, hi):
+                lamport[out_pos[i]] = lam[out_rows[i] - r0]
+            lo = hi
+            continue
         rolling = _rolling(r1 - r0, n, hi - lo, dense_max_cells, rolling_min_cells)
         if rolling:
             # rows kept: the wanted ones, one per process, the sends in flight
@@ -92,7 +110,7 @@ def _units_clocks(
                 np.ones(n, dtype=np.int64),
                 local_send,
                 np.full(r1 - r0, -1, dtype=np.int64),
-                np.zeros((n, n), dtype=np.int32),
+                np.zeros((0, n), dtype=np.int32),  # no seeds (it keeps its own n x n rows)
                 np.zeros(n, dtype=np.int64),
                 np.zeros((0, n), dtype=np.int32),
                 np.zeros(0, dtype=np.int64),
@@ -109,7 +127,7 @@ def _units_clocks(
                 np.ones(n, dtype=np.int64),
                 local_send,
                 np.full(r1 - r0, -1, dtype=np.int64),
-                np.zeros((n, n), dtype=np.int32),
+                np.zeros((0, n), dtype=np.int32),  # no seeds: no n x n matrix
                 np.zeros(n, dtype=np.int64),
                 np.zeros((0, n), dtype=np.int32),
                 np.zeros(0, dtype=np.int64),
@@ -170,6 +188,7 @@ def units_clocks_at(
     out_pos: np.ndarray | None = None,
     dense_max_cells: int | None = None,
     rolling_min_cells: int | None = None,
+    vectors: np.ndarray | None = None,
 ) -> UnitsClocks:
     """Clocks of some rows of many independent units (whole components), in one call.
 
@@ -192,6 +211,10 @@ def units_clocks_at(
     matrix would not fit, or where it is large (`rolling_min_cells`, default
     `ROLLING_MIN_CELLS`) and at most 3/4 of its rows are wanted (fresh memory, which the
     dense matrix is, costs more than the extra compute).
+
+    vectors: per unit, whether to compute its vector clocks (default: every unit). A unit
+    without gets its Lamport clocks only, from the traversal alone (O(events) memory,
+    whatever n): its wanted rows have no entries in `vc` (offsets[i + 1] = offsets[i]).
     """
     # copy=False: the events-sized arrays are usually int64 already (no fresh pages)
     unit_row = unit_row.astype(np.int64, copy=False)
@@ -213,6 +236,10 @@ def units_clocks_at(
         np.bincount(out_pos, minlength=len(out_rows)), np.ones(len(out_rows), dtype=np.int64)
     ):
         raise GroupShapeError("out_pos must be a permutation of the wanted rows' indices")
+    units = len(unit_row) - 1
+    vectors = np.ones(units, dtype=np.bool_) if vectors is None else vectors.astype(np.bool_)
+    if len(vectors) != units:
+        raise GroupShapeError(f"vectors must have one entry per unit ({units}), not {len(vectors)}")
     vc, offsets, lamport, ok = _units_clocks(
         unit_row,
         unit_proc,
@@ -221,6 +248,7 @@ def units_clocks_at(
         send_event.astype(np.int64, copy=False),
         out_rows,
         out_pos,
+        vectors,
         DENSE_MAX_CELLS if dense_max_cells is None else dense_max_cells,
         ROLLING_MIN_CELLS if rolling_min_cells is None else rolling_min_cells,
     )
@@ -233,6 +261,7 @@ def units_clocks(
     proc: np.ndarray,
     lseq: np.ndarray,
     send_event: np.ndarray,
+    vectors: np.ndarray | None = None,
 ) -> UnitsClocks:
     """Clocks of every row of many independent units (whole components), without seeds.
 
@@ -240,11 +269,14 @@ def units_clocks(
     processes unit_proc[u] .. unit_proc[u+1]-1 (its n = their count). proc: the
     global process (unit_proc[u] + pidx) of each row, rows sorted by (proc,
     lseq); lseq 1..N_p per process. send_event: for a receive, the row of its
-    send (in the same unit), -1 elsewhere. See `units_clocks_at`.
+    send (in the same unit), -1 elsewhere. vectors: per unit, whether to compute its
+    vector clocks (default: all; without, Lamport clocks only). See `units_clocks_at`.
     """
     processes = int(unit_proc[-1])
     _, first_lseq = group_layout(proc, lseq, processes)
     if np.any(first_lseq != 1):
         raise GroupShapeError("a whole unit's processes start at lseq 1")
     length = np.bincount(proc, minlength=processes).astype(np.int64)
-    return units_clocks_at(unit_row, unit_proc, length, send_event, np.arange(len(proc)))
+    return units_clocks_at(
+        unit_row, unit_proc, length, send_event, np.arange(len(proc)), vectors=vectors
+    )

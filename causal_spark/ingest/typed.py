@@ -6,14 +6,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
-from causal_spark.ingest.keys import (
-    KIND_ALIASES,
-    PARSED,
-    POST,
-    PRE,
-    SEQ_GIVEN,
-    IngestError,
-)
+from causal_spark.ingest.kernel import EXCLUDED, PARSED, POST, PPROC, PRE, SEQ_GIVEN
+from causal_spark.ingest.keys import KIND_ALIASES, IngestError
 from causal_spark.io.sources import (
     FILE_ID,
     PARSE_ERROR,
@@ -53,17 +47,25 @@ def _is_structured(raw: Column) -> Column:
     )
 
 
-def _rule(condition: Column, detail: Column | str) -> Column:
-    return F.when(condition, detail if isinstance(detail, Column) else F.lit(detail))
+Rule = tuple[Column, Column]  # (the row breaks it, the words that say how)
 
 
-def _details(parts: list[Column]) -> Column:
-    """The non-null details joined by '; ' (null when none)."""
+def _rule(condition: Column, detail: Column | str) -> Rule:
+    return condition, detail if isinstance(detail, Column) else F.lit(detail)
+
+
+def _details(rules: list[Rule]) -> Column:
+    """The details of the rules a row breaks, joined by '; ' (null when none). The words
+    are built only for a row that breaks one: most rows break none."""
+    broken = F.lit(False)
+    for condition, _ in rules:
+        broken = broken | F.coalesce(condition, F.lit(False))
+    parts = [F.when(condition, detail) for condition, detail in rules]
     joined = F.array_join(F.array_compact(F.array(*parts)), "; ")
-    return F.when(joined != "", joined)
+    return F.when(broken & (joined != ""), joined)
 
 
-def _malformed_rules(kind: Column) -> tuple[list[Column], list[Column]]:
+def _malformed_rules(kind: Column) -> tuple[list[Rule], list[Rule]]:
     """The row-local rules, each a detail when the row breaks it: those before and those
     after the file-level missing-seq rule (kept apart so details read in one order)."""
     parse_ok = F.col(PARSE_ERROR).isNull()
@@ -125,35 +127,48 @@ def file_table(spark: SparkSession, inputs: Inputs) -> DataFrame:
 TRACE_OF = "__cs_trace_of"
 
 
-def _trace_of() -> Column:
-    """The trace a raw row (joined with `file_table`) belongs to: its own trace_id, else
-    the file's default (with the reader's suffix, `:label`, when it gives one)."""
+def _trace_of(default_trace: Column) -> Column:
+    """The trace a raw row belongs to: its own trace_id, else its file's default (with the
+    reader's suffix, `:label`, when it gives one)."""
     default = F.when(
         F.col(TRACE_SUFFIX).isNotNull(),
-        F.concat(F.col("default_trace"), F.lit(":"), F.col(TRACE_SUFFIX)),
-    ).otherwise(F.col("default_trace"))
+        F.concat(default_trace, F.lit(":"), F.col(TRACE_SUFFIX)),
+    ).otherwise(default_trace)
     return F.coalesce(_blank_to_null(F.col(C.TRACE_ID)), default)
 
 
 def trace_ids(raw: DataFrame, files: DataFrame) -> DataFrame:
     """Raw rows with `TRACE_OF`, the trace each belongs to (as ingest will name it)."""
     return raw.join(F.broadcast(files.select(FILE_ID, "default_trace")), FILE_ID).select(
-        *raw.columns, _trace_of().alias(TRACE_OF)
+        *raw.columns, _trace_of(F.col("default_trace")).alias(TRACE_OF)
     )
 
 
-def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
+def _default_traces(inputs: Inputs) -> Column:
+    """Each file's default trace id, looked up by file id (ids are 0..n-1, in order)."""
+    ids = [f.file_id for f in inputs.files]
+    if ids != list(range(len(ids))):
+        raise IngestError(f"file ids must be 0..n-1 in order, found {ids[:5]}...")
+    defaults = F.array(*[F.lit(f.default_trace) for f in inputs.files])
+    return defaults[F.col(FILE_ID)]
+
+
+def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
     """Step 1: type the string fields of raw rows and apply the row-local rules.
 
-    Input: raw rows (`io.sources.RAW_SCHEMA`) and `file_table`. Output: file_id, line,
-    sub, raw (only on rejected rows), trace_id, process, seq (long), kind (normalised),
-    msg_id, peer, ts (double seconds), size_bytes (long), label, reason (`malformed`, a
-    reader's reason, or null) and the detail parts.
+    Input: raw rows (`io.sources.RAW_SCHEMA`) of `inputs`' files. Output: the columns of
+    `kernel.TYPED`: file_id, line, sub, raw (only on rejected rows), trace_id, pproc (the
+    process; for a rejected row a key that spreads such rows by line), seq (long), kind
+    (normalised), msg_id, peer, ts (double seconds), size_bytes (long), label, seq_given,
+    parsed, reason (`malformed`, a reader's reason, or null), the detail parts pre and
+    post, and excluded (false). One projection: nothing is joined or shuffled.
     """
     missing = [c for c in RAW_COLUMNS if c not in raw.columns]
     if missing:
         raise IngestError(f"raw rows need columns {missing}; found {raw.columns}")
-    typed = raw.join(F.broadcast(files.select(FILE_ID, "default_trace")), FILE_ID).select(
+    if not inputs.files:
+        raise IngestError("ingest needs at least one input file")
+    typed = raw.select(
         FILE_ID,
         C.LINE,
         F.coalesce(F.col(SUB), F.lit(0)).alias(SUB),
@@ -167,7 +182,7 @@ def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
         F.col(C.SEQ).alias("__cs_raw_seq"),
         F.col(C.TS).alias("__cs_raw_ts"),
         F.col(C.SIZE_BYTES).alias("__cs_raw_size"),
-        _trace_of().alias(C.TRACE_ID),
+        _trace_of(_default_traces(inputs)).alias(C.TRACE_ID),
         _blank_to_null(F.col(C.PROCESS)).alias(C.PROCESS),
         _blank_to_null(F.col(C.KIND)).alias("__cs_kind_text"),
         _normalized_kind(F.col(C.KIND)).alias(C.KIND),
@@ -181,13 +196,15 @@ def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
     before, after = _malformed_rules(F.col("__cs_kind_text"))
     pre, post = _details(before), _details(after)
     rejected = pre.isNotNull() | post.isNotNull()
+    # rows rejected here have no process to group by: spread them by line
+    spread = F.concat(F.lit("\u0000"), F.pmod(F.hash(FILE_ID, C.LINE), F.lit(4096)).cast("string"))
     return typed.select(
-        FILE_ID,
-        C.LINE,
-        SUB,
+        F.col(FILE_ID).cast("int").alias(FILE_ID),
+        F.col(C.LINE).cast("long").alias(C.LINE),
+        F.col(SUB).cast("long").alias(SUB),
         F.when(rejected, F.col(C.RAW)).alias(C.RAW),
         C.TRACE_ID,
-        C.PROCESS,
+        F.when(rejected, spread).otherwise(F.col(C.PROCESS)).alias(PPROC),
         C.SEQ,
         C.KIND,
         # an internal event has no message: an id on it is ignored, not an error
@@ -201,12 +218,7 @@ def type_rows(raw: DataFrame, files: DataFrame) -> DataFrame:
         F.when(rejected, F.coalesce(F.col(PARSE_REASON), F.lit(C.MALFORMED))).alias(C.REASON),
         pre.alias(PRE),
         post.alias(POST),
+        F.lit(False).alias(EXCLUDED),
     )
 
 
-def accepted() -> Column:
-    return F.col(C.REASON).isNull()
-
-
-def file_order() -> list[Column]:
-    return [F.col(FILE_ID), F.col(C.LINE), F.col(SUB)]

@@ -138,9 +138,16 @@ def local_path_of(uri: str) -> str:
 
 def local_path(uri: Column) -> Column:
     """`local_path_of` as a Column: Spark's `_metadata.file_path` is a percent-encoded URI."""
-    stripped = F.regexp_replace(uri, r"^file:(//)?", "")
-    # url_decode is form decoding ('+' is a space): protect literal '+' first
-    return F.url_decode(F.replace(stripped, F.lit("+"), F.lit("%2B")))
+    whole = 1 << 30
+    stripped = (
+        F.when(uri.startswith("file://"), F.substring(uri, 8, whole))
+        .when(uri.startswith("file:"), F.substring(uri, 6, whole))
+        .otherwise(uri)
+    )
+    # url_decode is form decoding ('+' is a space): protect literal '+' first; a path
+    # without '%' has nothing to decode (every row runs this: keep it cheap)
+    decoded = F.url_decode(F.replace(stripped, F.lit("+"), F.lit("%2B")))
+    return F.when(stripped.contains("%"), decoded).otherwise(stripped)
 
 
 def file_reader(spark: SparkSession) -> DataFrameReader:
@@ -157,15 +164,54 @@ def spark_path(path: str) -> str:
     return "file://" + escaped
 
 
-def with_file_ids(frame: DataFrame, path: Column, files: Sequence[InputFile]) -> DataFrame:
-    """Add `file_id` to rows read from `files`, by their local path (a broadcast join)."""
+# what java.net.URI leaves unquoted in a path (RFC 2396: unreserved, and the punctuation
+# a path may hold); any other character is quoted as its UTF-8 bytes, except non-ASCII
+# printable characters, which it keeps
+_URI_PATH_CHARS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'()" + ";:@&=+$,/"
+)
+
+
+def spark_uri(path: str) -> str:
+    """The URI Spark reports for a local file (`_metadata.file_path`): `file:` and the
+    absolute path as Hadoop's `Path.toUri` quotes it."""
+    quoted = []
+    for ch in str(Path(path).resolve()):
+        if ch in _URI_PATH_CHARS or (ord(ch) > 127 and ch.isprintable() and not ch.isspace()):
+            quoted.append(ch)
+        else:
+            quoted.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "file:" + "".join(quoted)
+
+
+def with_file_ids(
+    frame: DataFrame, where: Column, files: Sequence[InputFile], by: str = "uri"
+) -> DataFrame:
+    """Add `file_id` to rows read from `files`, by where they were read: the URI Spark
+    reports for their file (`_metadata.file_path`, compared as Spark writes it: no
+    per-row decoding), or (by="path") the file's absolute local path. A row that names
+    no input file fails the job (never a silent drop)."""
     spark = frame.sparkSession
-    table = spark.createDataFrame(
-        [(f.path, f.file_id) for f in files], "__cs_path string, file_id int"
+    keys = [
+        (key, f.file_id)
+        for f in files
+        for key in (_uri_forms(f.path) if by == "uri" else (f.path,))
+    ]
+    table = spark.createDataFrame(keys, "__cs_uri string, __cs_file_id int")
+    unknown = F.raise_error(
+        F.concat(F.lit("a row was read from a file that is not an input: "), F.col("__cs_at"))
     )
     return (
-        frame.withColumn("__cs_path", path).join(F.broadcast(table), "__cs_path").drop("__cs_path")
+        frame.withColumn("__cs_at", where)
+        .join(F.broadcast(table), F.col("__cs_at") == F.col("__cs_uri"), "left")
+        .withColumn(FILE_ID, F.coalesce(F.col("__cs_file_id"), unknown.cast("int")))
+        .drop("__cs_at", "__cs_uri", "__cs_file_id")
     )
+
+
+def _uri_forms(path: str) -> tuple[str, str]:
+    uri = spark_uri(path)
+    return uri, "file://" + uri[len("file:") :]
 
 
 def whole_file_rows(spark: SparkSession, rejected: Sequence[tuple[InputFile, str]]) -> DataFrame:

@@ -38,7 +38,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -351,17 +351,40 @@ class RunTransaction:
         writer's scratch folder, whatever the job's outcome.
         """
         began = time.monotonic()
+        writer = self.writer(table)
+        try:
+            written = {row["path"]: int(row["rows"]) for row in produce(writer).collect()}
+        finally:
+            self.remove_scratch(writer)
+        return self.stage_files(table, writer, written, mode, began)
+
+    def writer(self, table: str) -> FileWriter:
+        """A `FileWriter` for the next content of `table` (its own folder, and a scratch
+        folder for the job's intermediate files); `stage_files` stages what it wrote."""
         folder = self._next_folder(table)
         attempt = len(self.started[table])  # _next_folder counts this stage of the table
         scratch = os.path.join(
             self.warehouse.root, "_staging", self.run_id, f"_scratch-{table}-{attempt}"
         )
-        writer = FileWriter(table, folder, _arrow_codec(self.warehouse.spark), scratch)
-        try:
-            written = {row["path"]: int(row["rows"]) for row in produce(writer).collect()}
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-            _remove_empty_parents(scratch, stop=self.warehouse.root)
+        return FileWriter(table, folder, _arrow_codec(self.warehouse.spark), scratch)
+
+    def remove_scratch(self, writer: FileWriter) -> None:
+        shutil.rmtree(writer.scratch, ignore_errors=True)
+        _remove_empty_parents(writer.scratch, stop=self.warehouse.root)
+
+    def stage_files(
+        self,
+        table: str,
+        writer: FileWriter,
+        written: Mapping[str, int],
+        mode: WriteMode = "overwrite",
+        began: float | None = None,
+    ) -> DataFrame:
+        """Stage the files `writer` wrote that `written` names (path -> rows) as the next
+        content of `table`; the other files in its folder (a failed task attempt's, a
+        superseded pass's) are removed."""
+        began = time.monotonic() if began is None else began
+        folder = writer.folder
         outside = [p for p in written if os.path.dirname(os.path.abspath(p)) != folder]
         if outside:
             raise WarehouseError(f"staging {table}: files written outside {folder}: {outside[:3]}")

@@ -272,12 +272,21 @@ def _delta_files(root: Path, given: str, first_id: int) -> tuple[InputFile, ...]
     return tuple(found)
 
 
-def read_raw_rows(spark: SparkSession, inputs: Inputs, options: object = None) -> DataFrame:
-    """Every input file read by its reader, as one DataFrame of raw rows (`RAW_SCHEMA`)."""
+def read_raw_rows(
+    spark: SparkSession, inputs: Inputs, options: object = None, text: bool = True
+) -> DataFrame:
+    """Every input file read by its reader, as one DataFrame of raw rows (`RAW_SCHEMA`).
+
+    text=False: a reader whose record text costs a conversion of every row (Parquet's
+    row as JSON) may leave `raw` null; ingest reads the text of the rows it rejects
+    again, with text."""
     parts: list[DataFrame] = []
     for name in sorted({f.reader for f in inputs.files}):
         files = [f for f in inputs.files if f.reader == name]
-        parts.append(reader_named(name).read(spark, files, options))
+        reader = reader_named(name)
+        textless = None if text else getattr(reader, "read_without_text", None)
+        read = textless if textless is not None else reader.read
+        parts.append(read(spark, files, options))
     if not parts:
         raise InputError("the inputs hold no files")
     result = parts[0]

@@ -72,7 +72,7 @@ class NativeReader:
         rows = self.inner.read(spark, [f.path for f in files], given)
         record = F.coalesce(F.col(native.RECORD), F.lit(1))
         sub = F.coalesce(F.col(native.SUB), F.lit(0)) + (record - 1) * RECORD_STRIDE
-        joined = with_file_ids(rows, F.col(C.SOURCE), files)
+        joined = with_file_ids(rows, F.col(C.SOURCE), files, by="path")
         # computed once: a native reader's plan is large (parsing, pairing spans, clock
         # deltas) and ingest reads its rows several times
         return checkpoint(

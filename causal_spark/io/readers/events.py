@@ -35,7 +35,6 @@ from causal_spark.io.raw import (
     RAW_SCHEMA,
     InputFile,
     file_reader,
-    local_path,
     spark_path,
     whole_file_rows,
     with_file_ids,
@@ -97,7 +96,7 @@ def _text_lines(spark: SparkSession, files: Sequence[InputFile]) -> DataFrame:
     numbered = text.join(F.broadcast(offsets), [_PATH, _BLOCK]).select(
         "value", _PATH, line.cast("long").alias(C.LINE)
     )
-    return with_file_ids(numbered, local_path(F.col(_PATH)), files).drop(_PATH)
+    return with_file_ids(numbered, F.col(_PATH), files).drop(_PATH)
 
 
 def _unreadable(files: Sequence[InputFile]) -> tuple[list[InputFile], list[tuple[InputFile, str]]]:
@@ -298,6 +297,16 @@ class ParquetReader:
         return head.startswith(b"PAR1")
 
     def read(self, spark: SparkSession, files: Sequence[InputFile], options: object) -> DataFrame:
+        return self._read_all(spark, files, text=True)
+
+    def read_without_text(
+        self, spark: SparkSession, files: Sequence[InputFile], options: object
+    ) -> DataFrame:
+        """As `read`, with `raw` null: making each row's JSON text costs more than the rest
+        of reading it, and only rejected rows need it (ingest reads theirs again)."""
+        return self._read_all(spark, files, text=False)
+
+    def _read_all(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
         readable, bad = _unreadable(files)
         by_schema: dict[tuple[tuple[str, str], ...], list[InputFile]] = {}
         for file in readable:
@@ -308,16 +317,29 @@ class ParquetReader:
                 by_schema.setdefault(schema, []).append(file)
         parts = [whole_file_rows(spark, bad)] if bad else []
         for group in by_schema.values():
-            parts.append(self._read(spark, group))
+            parts.append(self._read(spark, group, text))
         return _union(parts)
 
-    def _read(self, spark: SparkSession, files: Sequence[InputFile]) -> DataFrame:
+    def _read(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
         data = file_reader(spark).parquet(*[spark_path(f.path) for f in files])
         present = {c.lower(): c for c in data.columns}
-        raw = F.to_json(F.struct(*[F.col(f"`{c}`") for c in data.columns]))
-        rows = data.select(
-            (F.col("_metadata.row_index") + 1).alias(C.LINE),
-            F.col("_metadata.file_path").alias(_PATH),
+        located = with_file_ids(
+            data.select(
+                "*",
+                (F.col("_metadata.row_index") + 1).alias(C.LINE),
+                F.col("_metadata.file_path").alias(_PATH),
+            ),
+            F.col(_PATH),
+            files,
+        )
+        raw = (
+            F.to_json(F.struct(*[F.col(f"`{c}`") for c in data.columns]))
+            if text
+            else F.lit(None).cast("string")
+        )
+        return located.select(
+            FILE_ID,
+            C.LINE,
             raw.alias(C.RAW),
             *[
                 (
@@ -327,8 +349,7 @@ class ParquetReader:
                 ).alias(n)
                 for n in INPUT_FIELDS
             ],
-        )
-        return with_file_ids(rows, local_path(F.col(_PATH)), files).transform(_finish)
+        ).transform(_finish)
 
 
 @dataclass(frozen=True)

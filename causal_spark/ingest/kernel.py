@@ -1,0 +1,773 @@
+"""The rules of steps 2 and 3 of ingest over one task's rows: Arrow in, Arrow out, no Spark.
+
+`judge_events` takes the typed rows of some whole processes (step 2: every row of a
+(trace, process) is in the same call) and `judge_messages` the send and receive rows of
+some whole messages (step 3: every row of a (trace, msg_id)). Each sorts its rows once
+(NumPy `lexsort` over integer codes) and finds groups by comparing neighbours, so a
+task costs a few passes over its arrays whatever the number of groups. The rules and
+their words are those of docs/ingest.md, in that order; `REF` in a detail stands for the
+row it points at (`line N`, filled in when the quarantine is written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from causal_spark import columns as C
+from causal_spark.ingest.keys import MISSING_SEQ, REF
+
+FILE_ID = "file_id"
+SUB = "sub"
+PPROC = "pproc"  # the process, or a spread key for rows rejected in step 1
+SEQ_GIVEN = "seq_given"
+PARSED = "parsed"
+PRE = "pre"
+POST = "post"
+RISKY = "risky"
+REF_FILE = "ref_file"
+REF_LINE = "ref_line"
+STEP1 = "step1"  # a row rejected by the row-local rules: its detail is `pre` + `post`
+EXCLUDED = "excluded"  # a typed-rows marker: the row with these ids is rejected later
+
+# what step 1 hands to step 2 (one row per input row, and markers of later rejections)
+TYPED = pa.schema(
+    [
+        (FILE_ID, pa.int32()),
+        (C.LINE, pa.int64()),
+        (SUB, pa.int64()),
+        (C.RAW, pa.string()),
+        (C.TRACE_ID, pa.string()),
+        (PPROC, pa.string()),
+        (C.SEQ, pa.int64()),
+        (C.KIND, pa.string()),
+        (C.MSG_ID, pa.string()),
+        (C.PEER, pa.string()),
+        (C.TS, pa.float64()),
+        (C.SIZE_BYTES, pa.int64()),
+        (C.LABEL, pa.string()),
+        (SEQ_GIVEN, pa.bool_()),
+        (PARSED, pa.bool_()),
+        (C.REASON, pa.string()),
+        (PRE, pa.string()),
+        (POST, pa.string()),
+        (EXCLUDED, pa.bool_()),
+    ]
+)
+
+# the send and receive rows step 2 keeps, for step 3 (lseq: the event's, in its process)
+ENDS = pa.schema(
+    [
+        (C.TRACE_ID, pa.string()),
+        (C.MSG_ID, pa.string()),
+        (C.PROCESS, pa.string()),
+        (C.KIND, pa.string()),
+        (C.PEER, pa.string()),
+        (C.TS, pa.float64()),
+        (C.SIZE_BYTES, pa.int64()),
+        (C.LSEQ, pa.int64()),
+        (RISKY, pa.bool_()),
+        (FILE_ID, pa.int32()),
+        (C.LINE, pa.int64()),
+        (SUB, pa.int64()),
+    ]
+)
+
+# events as step 2 finds them (pidx and the file's name are added when they are written)
+EVENTS = pa.schema(
+    [
+        (C.TRACE_ID, pa.string()),
+        (C.PROCESS, pa.string()),
+        (C.LSEQ, pa.int64()),
+        (C.KIND, pa.string()),
+        (C.TS, pa.float64()),
+        (C.LABEL, pa.string()),
+        (C.N_MSGS, pa.int32()),
+        (C.SEQ, pa.int64()),
+        (FILE_ID, pa.int32()),
+        (C.LINE, pa.int64()),
+    ]
+)
+
+# messages as step 3 finds them (src_pidx and dst_pidx are added when they are written)
+MESSAGES = pa.schema(
+    [
+        (C.TRACE_ID, pa.string()),
+        (C.MSG_ID, pa.string()),
+        (C.SRC, pa.string()),
+        (C.DST, pa.string()),
+        (C.SEND_LSEQ, pa.int64()),
+        (C.RECV_LSEQ, pa.int64()),
+        (C.SEND_TS, pa.float64()),
+        (C.RECV_TS, pa.float64()),
+        (C.SIZE_BYTES, pa.int64()),
+        (C.STATUS, pa.string()),
+    ]
+)
+
+# a rejected row: where it is, why, and (for rows rejected after step 1) the row a
+# detail points at; `process` is the row's process (the key it was grouped by)
+REJECTS = pa.schema(
+    [
+        (FILE_ID, pa.int32()),
+        (C.LINE, pa.int64()),
+        (SUB, pa.int64()),
+        (C.TRACE_ID, pa.string()),
+        (C.PROCESS, pa.string()),
+        (C.REASON, pa.string()),
+        (C.DETAIL, pa.string()),
+        (REF_FILE, pa.int32()),
+        (REF_LINE, pa.int64()),
+        (STEP1, pa.bool_()),
+        (C.RAW, pa.string()),
+        (PRE, pa.string()),
+        (POST, pa.string()),
+        (PARSED, pa.bool_()),
+        (SEQ_GIVEN, pa.bool_()),
+    ]
+)
+
+# per (file, trace): the rows read, whether any gives `seq`, whether an accepted one lacks it
+FACTS = pa.schema(
+    [
+        (FILE_ID, pa.int32()),
+        (C.TRACE_ID, pa.string()),
+        ("rows", pa.int64()),
+        ("has_seq", pa.bool_()),
+        ("has_noseq", pa.bool_()),
+    ]
+)
+
+# the processes with an event (pidx numbers them per trace, by name)
+PROCS = pa.schema([(C.TRACE_ID, pa.string()), (C.PROCESS, pa.string())])
+
+# a message of a multicast event with a copy that names no destination: after matching,
+# its destination is known, and a second copy to one destination is a duplicate_event
+RISKY_MESSAGES = pa.schema(
+    [
+        (C.TRACE_ID, pa.string()),
+        (C.MSG_ID, pa.string()),
+        ("sender", pa.string()),
+        ("send_lseq", pa.int64()),
+        (C.DST, pa.string()),
+        ("send_file", pa.int32()),
+        ("send_line", pa.int64()),
+        ("send_sub", pa.int64()),
+        ("receiver", pa.string()),
+        ("recv_file", pa.int32()),
+        ("recv_line", pa.int64()),
+        ("recv_sub", pa.int64()),
+    ]
+)
+
+_KINDS = (C.SEND, C.RECEIVE, C.INTERNAL)
+_SEND, _RECEIVE, _INTERNAL = range(3)
+
+
+@dataclass(frozen=True)
+class JudgedEvents:
+    """What step 2 makes of one task's rows."""
+
+    events: pa.Table  # EVENTS
+    ends: pa.Table  # ENDS
+    rejects: pa.Table  # REJECTS
+    facts: pa.Table  # FACTS
+    procs: pa.Table  # PROCS
+
+
+@dataclass(frozen=True)
+class JudgedMessages:
+    """What step 3 makes of one task's message ends."""
+
+    messages: pa.Table  # MESSAGES
+    rejects: pa.Table  # REJECTS
+    risky: pa.Table  # RISKY_MESSAGES
+
+
+def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Integer codes of a column's values (equal values, equal codes); null: -1."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)
+    indices = encoded.indices
+    if indices.null_count:
+        indices = indices.fill_null(-1)
+    codes: np.ndarray = indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return codes
+
+
+def _shared_codes(*columns: pa.ChunkedArray) -> list[np.ndarray]:
+    """Codes over several string columns at once: equal strings, equal codes, across them."""
+    joined = pa.chunked_array([chunk for col in columns for chunk in col.chunks], pa.string())
+    codes = _codes(joined)
+    out, start = [], 0
+    for col in columns:
+        out.append(codes[start : start + len(col)])
+        start += len(col)
+    return out
+
+
+def _ints(column: pa.ChunkedArray, fill: int = 0) -> np.ndarray:
+    if column.null_count:
+        column = column.fill_null(fill)
+    values: np.ndarray = np.asarray(column.to_numpy(), dtype=np.int64)
+    return values
+
+
+def _starts(*keys: np.ndarray) -> np.ndarray:
+    """Where a run of equal keys begins, in sorted arrays: a boolean mask."""
+    n = len(keys[0]) if keys else 0
+    new = np.zeros(n, dtype=bool)
+    if n:
+        new[0] = True
+        for key in keys:
+            new[1:] |= key[1:] != key[:-1]
+    return new
+
+
+def _member(rows: Sequence[np.ndarray], wanted: Sequence[np.ndarray]) -> np.ndarray:
+    """Which rows' key tuples are among `wanted`'s (a merge of the two sorted lists)."""
+    n, m = len(rows[0]), len(wanted[0])
+    if n == 0 or m == 0:
+        return np.zeros(n, dtype=bool)
+    keys = [np.concatenate([r, w]) for r, w in zip(rows, wanted, strict=True)]
+    side = np.concatenate([np.zeros(n, dtype=np.int8), np.ones(m, dtype=np.int8)])
+    # wanted first among equal keys, so a row follows the marker of its own key
+    order = np.lexsort((-side, *reversed(keys)))
+    run = np.cumsum(_starts(*[k[order] for k in keys])) - 1
+    marked = np.zeros(run[-1] + 1, dtype=bool)
+    marked[run[side[order] == 1]] = True
+    found = np.zeros(n + m, dtype=bool)
+    found[order] = marked[run]
+    return found[:n]
+
+
+def _take(table: pa.Table, positions: np.ndarray) -> pa.Table:
+    return table.take(pa.array(positions, pa.int64()))
+
+
+def _strings(values: Sequence[str | None]) -> pa.Array:
+    return pa.array(values, pa.string())
+
+
+def _rejects(
+    rows: pa.Table,
+    reason: str,
+    detail: pa.Array,
+    ref_file: np.ndarray | None,
+    ref_line: np.ndarray | None,
+    process: str = C.PROCESS,
+) -> pa.Table:
+    """Rejection rows for `rows` (which have file_id, line, sub, trace_id and `process`)."""
+    n = rows.num_rows
+    none = pa.nulls(n, pa.string())
+    refs = (
+        (pa.nulls(n, pa.int32()), pa.nulls(n, pa.int64()))
+        if ref_file is None or ref_line is None
+        else (pa.array(ref_file, pa.int32()), pa.array(ref_line, pa.int64()))
+    )
+    return pa.table(
+        {
+            FILE_ID: rows[FILE_ID],
+            C.LINE: rows[C.LINE],
+            SUB: rows[SUB],
+            C.TRACE_ID: rows[C.TRACE_ID],
+            C.PROCESS: rows[process],
+            C.REASON: pa.array([reason] * n, pa.string()),
+            C.DETAIL: detail,
+            REF_FILE: refs[0],
+            REF_LINE: refs[1],
+            STEP1: pa.array(np.zeros(n, dtype=bool)),
+            C.RAW: none,
+            PRE: none,
+            POST: none,
+            PARSED: pa.array(np.ones(n, dtype=bool)),
+            SEQ_GIVEN: pa.nulls(n, pa.bool_()),
+        },
+        schema=REJECTS,
+    )
+
+
+def _formatted(template: str, *columns: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`template % (values...)` per row, for the (few) rejected rows."""
+    values = [c.to_pylist() for c in columns]
+    return _strings([template % args for args in zip(*values, strict=True)])
+
+
+def _facts(rows: pa.Table, accepted: pa.Array) -> pa.Table:
+    noseq = pc.and_(accepted, pc.is_null(rows[C.SEQ]))
+    grouped = (
+        pa.table(
+            {
+                FILE_ID: rows[FILE_ID],
+                C.TRACE_ID: rows[C.TRACE_ID],
+                "seq_given": rows[SEQ_GIVEN],
+                "noseq": noseq,
+            }
+        )
+        .group_by([FILE_ID, C.TRACE_ID], use_threads=False)
+        .aggregate([(FILE_ID, "count"), ("seq_given", "any"), ("noseq", "any")])
+    )
+    return pa.table(
+        {
+            FILE_ID: grouped[FILE_ID],
+            C.TRACE_ID: grouped[C.TRACE_ID],
+            "rows": grouped[f"{FILE_ID}_count"],
+            "has_seq": grouped["seq_given_any"],
+            "has_noseq": grouped["noseq_any"],
+        },
+        schema=FACTS,
+    )
+
+
+def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEvents:
+    """Step 2 over the rows of whole processes (`TYPED`, markers included).
+
+    - A row is `duplicate_event` when an earlier row of its process has the same `seq`
+      (and `sub`) and the two are not copies of one multicast send; a further copy of
+      a multicast to a destination an earlier copy named is one too.
+    - Rows that a later step rejects (`excluded` markers, by file, line and sub) and rows
+      without `seq` in `mixed_files` (files where other rows have one: `malformed`) take
+      part in these rules but in no event: `lseq` numbers the events that keep a row.
+    - Events, the send and receive rows that step 3 matches, the rejected rows, per-file
+      facts and the processes with an event come out.
+    """
+    marker = typed[EXCLUDED].fill_null(False)
+    rows = typed.filter(pc.invert(marker))
+    markers = typed.filter(marker)
+    accepted_mask = pc.is_null(rows[C.REASON])
+    facts = _facts(rows, accepted_mask)
+
+    bad = rows.filter(pc.invert(accepted_mask))
+    malformed = pa.table(
+        {
+            FILE_ID: bad[FILE_ID],
+            C.LINE: bad[C.LINE],
+            SUB: bad[SUB],
+            C.TRACE_ID: bad[C.TRACE_ID],
+            C.PROCESS: bad[PPROC],
+            C.REASON: bad[C.REASON],
+            C.DETAIL: pa.nulls(bad.num_rows, pa.string()),
+            REF_FILE: pa.nulls(bad.num_rows, pa.int32()),
+            REF_LINE: pa.nulls(bad.num_rows, pa.int64()),
+            STEP1: pa.array(np.ones(bad.num_rows, dtype=bool)),
+            C.RAW: bad[C.RAW],
+            PRE: bad[PRE],
+            POST: bad[POST],
+            PARSED: bad[PARSED],
+            SEQ_GIVEN: bad[SEQ_GIVEN],
+        },
+        schema=REJECTS,
+    )
+
+    good = rows.filter(accepted_mask)
+    n = good.num_rows
+    if n == 0:
+        return JudgedEvents(
+            EVENTS.empty_table(), ENDS.empty_table(), malformed, facts, PROCS.empty_table()
+        )
+    trace = _codes(good[C.TRACE_ID])
+    process = _codes(good[PPROC])
+    noseq = good[C.SEQ].is_null().to_numpy(zero_copy_only=False)
+    seq = _ints(good[C.SEQ])
+    file = _ints(good[FILE_ID])
+    line = _ints(good[C.LINE])
+    sub = _ints(good[SUB])
+    kind = _ints(pc.index_in(good[C.KIND], value_set=pa.array(_KINDS)), fill=-1)
+    peer = _codes(good[C.PEER])
+    ev_file = np.where(noseq, file, -1)
+    ev_line = np.where(noseq, line, -1)
+    # one sort: by process, then local order (seq; rows without one after, in file order),
+    # then file order among the rows of one event; `at` maps a sorted position to its row
+    at = np.lexsort((sub, line, file, ev_line, ev_file, seq, noseq, process, trace))
+    trace, process, noseq, seq = trace[at], process[at], noseq[at], seq[at]
+    file, line, sub, kind, peer = file[at], line[at], sub[at], kind[at], peer[at]
+    ev_file, ev_line = ev_file[at], ev_line[at]
+
+    new_group = _starts(trace, process)
+    new_event = _starts(trace, process, noseq, seq, ev_file, ev_line, sub)
+    event = np.cumsum(new_event) - 1
+    event_start = np.flatnonzero(new_event)
+    n_events = len(event_start)
+    rn = np.arange(n) - event_start[event]
+    is_send = kind == _SEND
+    is_copy = is_send & is_send[event_start][event]
+    dup = (rn > 0) & ~is_copy
+
+    # copies to a destination an earlier copy of the event named
+    copies = np.flatnonzero(is_copy & (peer >= 0))
+    by_peer = copies[np.lexsort((copies, peer[copies], event[copies]))]
+    first_of = _starts(event[by_peer], peer[by_peer])
+    first_pos = by_peer[np.flatnonzero(first_of)][np.cumsum(first_of) - 1]
+    repeated = by_peer[~first_of]
+    repeated_ref = first_pos[~first_of]
+    is_repeated = np.zeros(n, dtype=bool)
+    is_repeated[repeated] = True
+
+    n_copies = np.bincount(event, weights=is_copy, minlength=n_events)
+    n_unnamed = np.bincount(event, weights=is_copy & (peer < 0), minlength=n_events)
+    risky_event = (n_copies > 1) & (n_unnamed > 0)
+
+    later = _member(
+        [file, line, sub],
+        [_ints(markers[FILE_ID]), _ints(markers[C.LINE]), _ints(markers[SUB])],
+    )
+    missing_seq = noseq & np.isin(file, np.fromiter(mixed_files, np.int64, len(mixed_files)))
+    kept = ~dup & ~is_repeated & ~later & ~missing_seq
+
+    # events that keep a row, numbered 1.. in their process
+    kept_rows = np.flatnonzero(kept)
+    live = np.bincount(event[kept_rows], minlength=n_events) > 0
+    live_events = np.flatnonzero(live)
+    group_of_event = (np.cumsum(new_group) - 1)[event_start]
+    live_groups = group_of_event[live_events]
+    first_live = np.flatnonzero(_starts(live_groups))
+    run_lengths = np.diff(np.append(first_live, len(live_events)))
+    event_lseq = np.zeros(n_events, dtype=np.int64)
+    event_lseq[live_events] = np.arange(len(live_events)) - np.repeat(first_live, run_lengths) + 1
+    first_kept = kept_rows[np.unique(event[kept_rows], return_index=True)[1]]
+    n_msgs = np.bincount(event[kept_rows], weights=is_send[kept_rows], minlength=n_events)
+    heads = _take(good.select([C.TRACE_ID, PPROC, C.KIND, C.TS, C.LABEL, C.SEQ]), at[first_kept])
+    events = pa.table(
+        {
+            C.TRACE_ID: heads[C.TRACE_ID],
+            C.PROCESS: heads[PPROC],
+            C.LSEQ: pa.array(event_lseq[live_events]),
+            C.KIND: heads[C.KIND],
+            C.TS: heads[C.TS],
+            C.LABEL: heads[C.LABEL],
+            C.N_MSGS: pa.array(n_msgs[live_events].astype(np.int32)),
+            C.SEQ: heads[C.SEQ],
+            FILE_ID: pa.array(file[first_kept].astype(np.int32)),
+            C.LINE: pa.array(line[first_kept]),
+        },
+        schema=EVENTS,
+    )
+
+    end_rows = kept_rows[(kind[kept_rows] == _SEND) | (kind[kept_rows] == _RECEIVE)]
+    ends_of = _take(
+        good.select([C.TRACE_ID, C.MSG_ID, PPROC, C.KIND, C.PEER, C.TS, C.SIZE_BYTES]),
+        at[end_rows],
+    )
+    ends = pa.table(
+        {
+            C.TRACE_ID: ends_of[C.TRACE_ID],
+            C.MSG_ID: ends_of[C.MSG_ID],
+            C.PROCESS: ends_of[PPROC],
+            C.KIND: ends_of[C.KIND],
+            C.PEER: ends_of[C.PEER],
+            C.TS: ends_of[C.TS],
+            C.SIZE_BYTES: ends_of[C.SIZE_BYTES],
+            C.LSEQ: pa.array(event_lseq[event[end_rows]]),
+            RISKY: pa.array(risky_event[event[end_rows]]),
+            FILE_ID: pa.array(file[end_rows].astype(np.int32)),
+            C.LINE: pa.array(line[end_rows]),
+            SUB: pa.array(sub[end_rows]),
+        },
+        schema=ENDS,
+    )
+
+    located = good.select([FILE_ID, C.LINE, SUB, C.TRACE_ID, PPROC, C.PEER])
+    dups = np.flatnonzero(dup)
+    leader = event_start[event[dups]]
+    rejected = [
+        malformed,
+        _rejects(
+            _take(located, at[dups]),
+            C.DUPLICATE_EVENT,
+            _strings(
+                [f"same process and seq as {REF}, and not part of a multicast send"] * len(dups)
+            ),
+            file[leader],
+            line[leader],
+            process=PPROC,
+        ),
+    ]
+    if len(repeated):
+        repeated_rows = _take(located, at[repeated])
+        rejected.append(
+            _rejects(
+                repeated_rows,
+                C.DUPLICATE_EVENT,
+                _formatted(
+                    f"second copy of a multicast to '%s' (same process and seq as {REF})",
+                    repeated_rows[C.PEER],
+                ),
+                file[repeated_ref],
+                line[repeated_ref],
+                process=PPROC,
+            )
+        )
+    no_seq = np.flatnonzero(missing_seq & ~dup)
+    if len(no_seq):
+        rejected.append(
+            _rejects(
+                _take(located, at[no_seq]),
+                C.MALFORMED,
+                _strings([MISSING_SEQ] * len(no_seq)),
+                None,
+                None,
+                process=PPROC,
+            )
+        )
+    # the processes with an event: the first event of each group that has one
+    procs = pa.table(
+        {
+            C.TRACE_ID: heads[C.TRACE_ID].take(first_live),
+            C.PROCESS: heads[PPROC].take(first_live),
+        },
+        schema=PROCS,
+    )
+    return JudgedEvents(events, ends, pa.concat_tables(rejected), facts, procs)
+
+
+def judge_messages(ends: pa.Table) -> JudgedMessages:
+    """Step 3 over the send and receive rows (`ENDS`) of whole messages.
+
+    A second send or a second receive of one msg_id is `duplicate_msg`; a receive whose
+    process is not the send's peer, or whose peer is not the sender, is `peer_mismatch`.
+    Each msg_id with a row left is one message.
+    """
+    n = ends.num_rows
+    if n == 0:
+        return JudgedMessages(
+            MESSAGES.empty_table(), REJECTS.empty_table(), RISKY_MESSAGES.empty_table()
+        )
+    trace = _codes(ends[C.TRACE_ID])
+    msg = _codes(ends[C.MSG_ID])
+    kind = _ints(pc.index_in(ends[C.KIND], value_set=pa.array(_KINDS)), fill=-1)
+    file, line, sub = _ints(ends[FILE_ID]), _ints(ends[C.LINE]), _ints(ends[SUB])
+    process, peer = _shared_codes(ends[C.PROCESS], ends[C.PEER])
+    # `at` maps a sorted position to its row
+    at = np.lexsort((sub, line, file, kind, msg, trace))
+    trace, msg, kind = trace[at], msg[at], kind[at]
+    file, line, process, peer = file[at], line[at], process[at], peer[at]
+
+    new_message = _starts(trace, msg)
+    new_end = _starts(trace, msg, kind)
+    end_start = np.flatnonzero(new_end)
+    end_group = np.cumsum(new_end) - 1
+    message = np.cumsum(new_message) - 1
+    message_start = np.flatnonzero(new_message)
+    end_rn = np.arange(n) - end_start[end_group]
+    is_send = kind == _SEND
+    # the first send of a message is its first row, when it has one (sends sort first)
+    has_send = is_send[message_start]
+    sender = np.where(has_send, process[message_start], -1)[message]
+    send_peer = np.where(has_send, peer[message_start], -1)[message]
+    dup = end_rn > 0
+    wrong_dst = (send_peer >= 0) & (send_peer != process)
+    wrong_src = (sender >= 0) & (peer >= 0) & (peer != sender)
+    mismatch = (kind == _RECEIVE) & ~dup & (wrong_dst | wrong_src)
+    kept = ~dup & ~mismatch
+
+    n_messages = len(message_start)
+    send_at = np.full(n_messages, -1, dtype=np.int64)
+    recv_at = np.full(n_messages, -1, dtype=np.int64)
+    kept_sends = np.flatnonzero(kept & is_send)
+    kept_receives = np.flatnonzero(kept & (kind == _RECEIVE))
+    send_at[message[kept_sends]] = at[kept_sends]
+    recv_at[message[kept_receives]] = at[kept_receives]
+    present = np.flatnonzero((send_at >= 0) | (recv_at >= 0))
+    send_at, recv_at = send_at[present], recv_at[present]
+    sent, received = send_at >= 0, recv_at >= 0
+    first_row = np.where(sent, send_at, recv_at)
+    sent_mask, received_mask = pa.array(sent), pa.array(received)
+
+    def side(column: str, rows_at: np.ndarray, mask: pa.Array) -> pa.Array:
+        values = ends[column].take(pa.array(np.maximum(rows_at, 0)))
+        return pc.if_else(mask, values, pa.scalar(None, values.type))
+
+    heads = _take(ends.select([C.TRACE_ID, C.MSG_ID, C.SIZE_BYTES]), first_row)
+    status = np.where(sent & received, C.DELIVERED, np.where(sent, C.IN_FLIGHT, C.ORPHAN))
+    sender_name = side(C.PROCESS, send_at, sent_mask)
+    receiver_name = side(C.PROCESS, recv_at, received_mask)
+    messages = pa.table(
+        {
+            C.TRACE_ID: heads[C.TRACE_ID],
+            C.MSG_ID: heads[C.MSG_ID],
+            C.SRC: pc.coalesce(sender_name, side(C.PEER, recv_at, received_mask)),
+            C.DST: pc.coalesce(receiver_name, side(C.PEER, send_at, sent_mask)),
+            C.SEND_LSEQ: side(C.LSEQ, send_at, sent_mask),
+            C.RECV_LSEQ: side(C.LSEQ, recv_at, received_mask),
+            C.SEND_TS: side(C.TS, send_at, sent_mask),
+            C.RECV_TS: side(C.TS, recv_at, received_mask),
+            C.SIZE_BYTES: heads[C.SIZE_BYTES],
+            C.STATUS: pa.array(status, pa.string()),
+        },
+        schema=MESSAGES,
+    )
+
+    rejected = []
+    located = ends.select([FILE_ID, C.LINE, SUB, C.TRACE_ID, C.PROCESS, C.KIND, C.MSG_ID, C.PEER])
+    dups = np.flatnonzero(dup)
+    if len(dups):
+        dup_rows = _take(located, at[dups])
+        first = end_start[end_group[dups]]
+        rejected.append(
+            _rejects(
+                dup_rows,
+                C.DUPLICATE_MSG,
+                _formatted(
+                    f"second %s of msg_id '%s' (the first is {REF})",
+                    dup_rows[C.KIND],
+                    dup_rows[C.MSG_ID],
+                ),
+                file[first],
+                line[first],
+            )
+        )
+    mismatches = np.flatnonzero(mismatch)
+    if len(mismatches):
+        rows = _take(located, at[mismatches])
+        first_send = _take(located, at[message_start[message[mismatches]]])
+        details = []
+        for to_wrong, msg_id, send_to, receiver, sent_by, named in zip(
+            wrong_dst[mismatches],
+            rows[C.MSG_ID].to_pylist(),
+            first_send[C.PEER].to_pylist(),
+            rows[C.PROCESS].to_pylist(),
+            first_send[C.PROCESS].to_pylist(),
+            rows[C.PEER].to_pylist(),
+            strict=True,
+        ):
+            details.append(
+                f"msg_id '{msg_id}' was sent to '{send_to}' but received by '{receiver}'"
+                if to_wrong
+                else f"msg_id '{msg_id}' was sent by '{sent_by}' but the receive names peer "
+                f"'{named}'"
+            )
+        rejected.append(_rejects(rows, C.PEER_MISMATCH, _strings(details), None, None))
+
+    risky_flags = ends[RISKY].combine_chunks().to_numpy(zero_copy_only=False)
+    candidates = np.flatnonzero(sent)
+    candidates = candidates[risky_flags[send_at[candidates]]]
+    candidates = candidates[
+        pc.is_valid(messages[C.DST].take(pa.array(candidates, pa.int64()))).to_numpy(
+            zero_copy_only=False
+        )
+    ]
+    pick = pa.array(candidates, pa.int64())
+    risky = pa.table(
+        {
+            C.TRACE_ID: messages[C.TRACE_ID].take(pick),
+            C.MSG_ID: messages[C.MSG_ID].take(pick),
+            "sender": sender_name.take(pick),
+            "send_lseq": messages[C.SEND_LSEQ].take(pick),
+            C.DST: messages[C.DST].take(pick),
+            "send_file": side(FILE_ID, send_at, sent_mask).take(pick),
+            "send_line": side(C.LINE, send_at, sent_mask).take(pick),
+            "send_sub": side(SUB, send_at, sent_mask).take(pick),
+            "receiver": receiver_name.take(pick),
+            "recv_file": side(FILE_ID, recv_at, received_mask).take(pick),
+            "recv_line": side(C.LINE, recv_at, received_mask).take(pick),
+            "recv_sub": side(SUB, recv_at, received_mask).take(pick),
+        },
+        schema=RISKY_MESSAGES,
+    )
+    return JudgedMessages(
+        messages,
+        pa.concat_tables(rejected) if rejected else REJECTS.empty_table(),
+        risky,
+    )
+
+
+def second_copies(risky: pa.Table) -> pa.Table:
+    """Rejections after matching (`REJECTS`): a multicast event's second copy to one
+    destination, its send row and its receive row; the first copy is the first in file
+    order among the event's messages to that destination."""
+    if risky.num_rows == 0:
+        return REJECTS.empty_table()
+    trace, sender, dst = _shared_codes(risky[C.TRACE_ID], risky["sender"], risky[C.DST])
+    lseq = _ints(risky["send_lseq"])
+    file, line, sub = (_ints(risky[c]) for c in ("send_file", "send_line", "send_sub"))
+    order = np.lexsort((sub, line, file, dst, lseq, sender, trace))
+    risky = _take(risky, order)
+    new = _starts(trace[order], sender[order], lseq[order], dst[order])
+    first = np.flatnonzero(new)[np.cumsum(new) - 1]
+    seconds = np.flatnonzero(~new)
+    if len(seconds) == 0:
+        return REJECTS.empty_table()
+    rows = _take(risky, seconds)
+    ref = first[seconds]
+    ref_file, ref_line = file[order][ref], line[order][ref]
+    sends = pa.table(
+        {
+            FILE_ID: rows["send_file"],
+            C.LINE: rows["send_line"],
+            SUB: rows["send_sub"],
+            C.TRACE_ID: rows[C.TRACE_ID],
+            C.PROCESS: rows["sender"],
+        }
+    )
+    out = [
+        _rejects(
+            sends,
+            C.DUPLICATE_EVENT,
+            _formatted(
+                f"second copy of a multicast to '%s' (same process and seq as {REF})",
+                rows[C.DST],
+            ),
+            ref_file,
+            ref_line,
+        )
+    ]
+    received = pc.is_valid(rows["recv_file"]).to_numpy(zero_copy_only=False)
+    if received.any():
+        got = rows.filter(pa.array(received))
+        receives = pa.table(
+            {
+                FILE_ID: got["recv_file"],
+                C.LINE: got["recv_line"],
+                SUB: got["recv_sub"],
+                C.TRACE_ID: got[C.TRACE_ID],
+                C.PROCESS: got["receiver"],
+            }
+        )
+        out.append(
+            _rejects(
+                receives,
+                C.DUPLICATE_EVENT,
+                _formatted(
+                    f"receive of msg_id '%s', a second copy of a multicast to '%s' "
+                    f"(the first copy is {REF})",
+                    got[C.MSG_ID],
+                    got[C.DST],
+                ),
+                ref_file[received],
+                ref_line[received],
+            )
+        )
+    return pa.concat_tables(out)
+
+
+def with_pidx(rows: pa.Table, procs: pa.Table, pairs: Sequence[tuple[str, str]]) -> pa.Table:
+    """`rows` with an int32 column per (process column, pidx column) in `pairs`: each
+    process's index among its trace's processes (`procs`), by name; null if not there."""
+    index = numbered(procs)
+    for process_col, pidx_col in pairs:
+        keys = pa.table({C.TRACE_ID: rows[C.TRACE_ID], "__p": rows[process_col]})
+        looked = keys.append_column("__row", pa.array(np.arange(rows.num_rows))).join(
+            index.rename_columns([C.TRACE_ID, "__p", "__pidx"]),
+            [C.TRACE_ID, "__p"],
+            join_type="left outer",
+            use_threads=False,
+        )
+        looked = looked.sort_by("__row")
+        rows = rows.append_column(pidx_col, looked["__pidx"].cast(pa.int32()))
+    return rows
+
+
+def numbered(procs: pa.Table) -> pa.Table:
+    """trace_id, process, pidx: each trace's processes numbered 0.. by name."""
+    distinct = procs.group_by([C.TRACE_ID, C.PROCESS], use_threads=False).aggregate([])
+    ordered = distinct.sort_by([(C.TRACE_ID, "ascending"), (C.PROCESS, "ascending")])
+    trace = _codes(ordered[C.TRACE_ID])
+    starts = np.flatnonzero(_starts(trace))
+    lengths = np.diff(np.append(starts, ordered.num_rows))
+    pidx = np.arange(ordered.num_rows) - np.repeat(starts, lengths)
+    return ordered.append_column(C.PIDX, pa.array(pidx.astype(np.int32)))

@@ -1,0 +1,101 @@
+"""One pass of ingest as a Spark job: typed rows -> two shuffles -> files (`ingest.tasks`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from causal_spark import columns as C
+from causal_spark._spark import shuffle_partitions
+from causal_spark.ingest import kernel as K
+from causal_spark.ingest import tasks
+from causal_spark.io.raw import Inputs
+
+# input bytes per row we plan for (Parquet packs rows in about 20 bytes; text takes
+# more): an over-estimate of the rows gives more, smaller tasks, never too few
+BYTES_PER_ROW = 20
+
+
+@dataclass
+class PassResult:
+    """What one pass wrote: the tables' files, the scratch files to read, the counts."""
+
+    events: dict[str, int] = field(default_factory=dict)
+    messages: dict[str, int] = field(default_factory=dict)
+    rejects: list[str] = field(default_factory=list)  # step 2's
+    late: list[str] = field(default_factory=list)  # step 3's
+    facts: list[str] = field(default_factory=list)
+    risky: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(tasks.COUNTS, 0))
+
+
+def task_count(inputs: Inputs, rows_per_task: int, floor: int) -> int:
+    """Shuffle partitions for a pass: enough that a task holds about rows_per_task rows."""
+    estimate = sum(f.size for f in inputs.files) // BYTES_PER_ROW
+    return max(floor, math.ceil(estimate / max(1, rows_per_task)))
+
+
+def run_pass(
+    typed: DataFrame,
+    later: DataFrame | None,
+    mixed_files: Collection[int],
+    files: tasks.PassFiles,
+    shown: Sequence[str],
+    partitions: int,
+) -> PassResult:
+    """Steps 2 and 3 over `typed` (`kernel.TYPED` columns), in one job.
+
+    later: rows a later step rejected (`kernel.TYPED` markers), from an earlier pass;
+    mixed_files: files where some rows give `seq` and others do not.
+    """
+    rows = typed if later is None else typed.unionByName(later)
+    partitions = max(partitions, shuffle_partitions(rows.sparkSession))
+    handed = (
+        rows.repartition(partitions, C.TRACE_ID, K.PPROC)
+        .mapInArrow(tasks.by_process(files, mixed_files), tasks.spark_ddl(tasks.HANDED))
+        .repartition(partitions, C.TRACE_ID, C.MSG_ID)
+        .mapInArrow(tasks.by_message(files, shown), tasks.spark_ddl(tasks.RESULT))
+    )
+    result = PassResult()
+    for row in handed.collect():
+        table, path, n = row["table"], row["path"], int(row["rows"])
+        if table == "events":
+            result.events[path] = n
+        elif table == "messages":
+            result.messages[path] = n
+        elif table == tasks.REJECTS:
+            result.rejects.append(path)
+        elif table == tasks.LATE:
+            result.late.append(path)
+        elif table == tasks.FACTS:
+            result.facts.append(path)
+        elif table == tasks.RISKY:
+            result.risky.append(path)
+        for name in tasks.COUNTS:
+            result.counts[name] += int(row[name] or 0)
+    return result
+
+
+def markers(frame: DataFrame) -> DataFrame:
+    """Rejected rows (`kernel.REJECTS`) as `kernel.TYPED` markers of rows to leave out."""
+    values = {
+        K.FILE_ID: F.col(K.FILE_ID),
+        C.LINE: F.col(C.LINE),
+        K.SUB: F.col(K.SUB),
+        C.TRACE_ID: F.col(C.TRACE_ID),
+        K.PPROC: F.col(C.PROCESS),
+        K.EXCLUDED: F.lit(True),
+    }
+    return frame.select(
+        *[
+            (values[f.name] if f.name in values else F.lit(None))
+            .cast(tasks.spark_ddl(pa.schema([f])).split(" ", 1)[1])
+            .alias(f.name)
+            for f in K.TYPED
+        ]
+    )
