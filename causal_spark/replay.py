@@ -164,7 +164,7 @@ def program_rows(events: DataFrame, messages: DataFrame, trace_clocks: DataFrame
             F.col(C.LSEQ).cast("long").alias(C.LSEQ),
             _kind_code(F.col(C.KIND)).alias(C.KIND),
             F.col(C.TS).cast("double").alias(C.TS),
-            F.coalesce(F.col(C.LAMPORT).cast("long"), F.lit(0)).alias(C.LAMPORT),
+            F.col(C.LAMPORT).cast("long").alias(C.LAMPORT),
             C.MSG_ID,
             F.col(PEER).cast("int").alias(PEER),
             F.col(PEER_LSEQ).cast("long").alias(PEER_LSEQ),
@@ -262,6 +262,9 @@ def _replay_group(
             {},
         )
         return
+    if not builder.timed and builder.unclocked:
+        yield _run_batch(head, "lamport", False, 0.0, STATUS_NOT_APPLICABLE, _UNTIMED, None, {})
+        return
     if max_run_bytes is not None:  # before the layout, which holds the whole trace
         shape = replay_size.GroupShape(builder.n, builder.rows, builder.in_flight())
         too_big = replay_size.too_big(shape, name, max_run_bytes)
@@ -282,6 +285,14 @@ def _replay_group(
     )  # fmt: skip
     if run.status != STATUS_NOT_APPLICABLE:
         yield from _deliveries_batches(head, ctrace, run)
+
+
+# a trace replays on its ts, or on its Lamport clocks when some event has no ts (DESIGN §4);
+# clocks leave the Lamport clocks of a trace too wide for them null (trace_clocks.reason)
+_UNTIMED = (
+    "no times to replay on: some events have no ts and the trace has no Lamport clocks "
+    "(trace_clocks is not_applicable: its reason says why)"
+)
 
 
 def _run_batch(

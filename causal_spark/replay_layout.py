@@ -167,6 +167,7 @@ class LayoutBuilder:
         self.names: dict[int, str] = {}
         self.rows = 0
         self.timed = True
+        self.unclocked = False  # some row has no recorded Lamport clock
         self.max_lseq = np.zeros(0, np.int64)
         # rows the fast path cannot place: (chunk, row) -> the kind text or None (no msg_id)
         self.odd: dict[tuple[int, int], str | None] = {}
@@ -200,13 +201,20 @@ class LayoutBuilder:
             _ints(batch.column(LSEQ)),
             codes,
             batch.column(TS).to_numpy(zero_copy_only=False).astype(np.float64),
-            _ints(_filled(batch.column(LAMPORT), 0)),
+            _ints(self._clocks(batch.column(LAMPORT))),
             _ints(batch.column(PEER)),
             peer_lseq,
             msg_id.filter(pa.array(named)),
             unnamed,
             [(int(i), str(kind[int(i)].as_py())) for i in np.flatnonzero(codes < 0)],
         )
+
+    def _clocks(self, lamport: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+        """The Lamport clocks of a batch, 0 where null (noted: `unclocked`)."""
+        if lamport.null_count:
+            self.unclocked = True
+            return lamport.fill_null(0)
+        return lamport
 
     def _names(self, pidx: np.ndarray, process: pa.Array | pa.ChunkedArray) -> None:
         top = int(pidx.max()) + 1 if len(pidx) else 0
