@@ -287,7 +287,7 @@ def _replay_group(
         yield from _deliveries_batches(head, ctrace, run)
 
 
-# a trace replays on its ts, or on its Lamport clocks when some event has no ts (DESIGN §4);
+# a trace replays on its ts, or on its Lamport clocks when some event has no ts (docs/replay.md);
 # clocks leave the Lamport clocks of a trace too wide for them null (trace_clocks.reason)
 _UNTIMED = (
     "no times to replay on: some events have no ts and the trace has no Lamport clocks "
