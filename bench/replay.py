@@ -98,7 +98,7 @@ from deltalake import DeltaTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
 
-from run import PeakMemory
+from _measure import PeakMemory
 
 from causal_spark import tables
 from causal_spark.app.runs import run_job

@@ -22,7 +22,6 @@ import platform
 import shutil
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -33,6 +32,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
 
+from _measure import PeakMemory
 from baselines import (
     generate_pure_python,
     generate_reference,
@@ -60,41 +60,6 @@ class Result:
     seconds: float
     peak_mb: float
     repeats: int
-
-
-class PeakMemory:
-    """Samples the RSS of this process (and, if asked, all its descendants)."""
-
-    def __init__(self, tree: bool) -> None:
-        self.tree = tree
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _rss(self) -> int:
-        me = psutil.Process()
-        procs = [me, *me.children(recursive=True)] if self.tree else [me]
-        total = 0
-        for proc in procs:
-            try:
-                total += proc.memory_info().rss
-            except psutil.Error:
-                continue
-        return total
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._rss())
-            time.sleep(0.02)
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._rss())
 
 
 def measure(fn: Callable[[], object], repeats: int, tree: bool) -> tuple[float, float]:

@@ -20,6 +20,7 @@ MESSAGES = "messages"
 QUARANTINE = "quarantine"
 RUNS = "runs"
 TRACE_CLOCKS = "trace_clocks"
+CLOCK_MISMATCHES = "clock_mismatches"
 MATRIX_CLOCKS = "matrix_clocks"
 VIOLATIONS = "violations"
 CROWNS = "crowns"
@@ -35,6 +36,7 @@ TABLES: tuple[str, ...] = (
     QUARANTINE,
     RUNS,
     TRACE_CLOCKS,
+    CLOCK_MISMATCHES,
     MATRIX_CLOCKS,
     VIOLATIONS,
     CROWNS,

@@ -83,6 +83,7 @@ def test_fifo_violation_trace_events(spark: SparkSession, samples: dict[str, Any
                 1,
                 None,
                 None,
+                None,  # recorded_vc: the row format records no clock
             ),
             (
                 "fifo_violation",
@@ -98,6 +99,7 @@ def test_fifo_violation_trace_events(spark: SparkSession, samples: dict[str, Any
                 2,
                 None,
                 None,
+                None,  # recorded_vc: the row format records no clock
             ),
             (
                 "fifo_violation",
@@ -113,6 +115,7 @@ def test_fifo_violation_trace_events(spark: SparkSession, samples: dict[str, Any
                 3,
                 None,
                 None,
+                None,  # recorded_vc: the row format records no clock
             ),
             (
                 "fifo_violation",
@@ -128,6 +131,7 @@ def test_fifo_violation_trace_events(spark: SparkSession, samples: dict[str, Any
                 4,
                 None,
                 None,
+                None,  # recorded_vc: the row format records no clock
             ),
         ],
         tables.table_schema(tables.EVENTS),

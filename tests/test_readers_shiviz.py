@@ -3,6 +3,7 @@ algorithm, recorded clocks against brute-force vector clocks, and bad input."""
 
 from __future__ import annotations
 
+import gzip
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,9 @@ README_COUNTS = [
 UNMATCHED_LINES = {"voldemort.log": [293, 585, 877, 1161, 1445]}
 
 
-BAD_NAME, MULTI_NAME = "bad.log", "multi.log"
+BAD_NAME, MULTI_NAME, CUT_NAME = "bad.log", "multi.log", "cut.log"
+GZ_NAME, BROKEN_NAME = "multi.log.gz", "broken.log.gz"
+HAND_MADE = (BAD_NAME, MULTI_NAME, CUT_NAME, GZ_NAME, BROKEN_NAME)
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +62,16 @@ def shiviz_reads(
     folder = tmp_path_factory.mktemp("shiviz")
     (folder / BAD_NAME).write_text(BAD_LOG)
     (folder / MULTI_NAME).write_text(MULTI_LOG)
+    (folder / CUT_NAME).write_text(CUT_LOG)
+    (folder / GZ_NAME).write_bytes(gzip.compress(MULTI_LOG.encode()))
+    (folder / BROKEN_NAME).write_bytes(b"not gzip at all\n")
     by_file: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in README_COUNTS}
-    by_file |= {BAD_NAME: [], MULTI_NAME: []}
+    by_file |= {name: [] for name in HAND_MADE}
     default: DataFrame | None = None
     for regex in {regex for _, regex, *_ in README_COUNTS}:
         files = [str(REAL / name) for name, r, *_ in README_COUNTS if r == regex]
         if regex is None:
-            files += [str(folder / BAD_NAME), str(folder / MULTI_NAME)]
+            files += [str(folder / n) for n in HAND_MADE]
         frame = shiviz.read(spark, files, ReaderOptions(shiviz_regex=regex)).localCheckpoint()
         if regex is None:
             default = frame
@@ -246,6 +252,34 @@ def test_bad_clocks_and_unmatched_text_are_rejected_with_reasons(
     assert len(rows) == 10
 
 
+# a log cut while its last record was written: the clock line stops mid-clock
+CUT_LOG = 'a {"a":1}\na sends\nb {"b":1, "a":1}\nb receives\nb {"b":2, "a'
+
+
+def test_a_log_cut_in_its_last_record_quarantines_that_record_only(
+    real_rows: dict[str, list[dict[str, Any]]],
+) -> None:
+    rows = real_rows[CUT_NAME]  # read with the real logs (shiviz_reads)
+    rejects = [(r["line"], r["parse_reason"], r["raw"]) for r in rows if r["parse_error"]]
+    assert rejects == [(5, "unparseable", 'b {"b":2, "a')]
+    assert {(r["process"], r["seq"]) for r in accepted(rows)} == {("a", "1"), ("b", "1")}
+    assert _messages(rows) == {("a", 1, "b", 1)}
+    # accounting: three records (two matches, the cut line), each once
+    assert len({(r["line"], r["record"]) for r in rows}) == 3
+
+
+def test_gzip_logs_read_as_their_text_and_an_unreadable_file_is_one_record(
+    real_rows: dict[str, list[dict[str, Any]]],
+) -> None:
+    def comparable(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return sorted(tuple(str(v) for k, v in r.items() if k != "source") for r in rows)
+
+    assert comparable(real_rows[GZ_NAME]) == comparable(real_rows[MULTI_NAME])
+    (broken,) = real_rows[BROKEN_NAME]
+    assert (broken["line"], broken["record"], broken["parse_reason"]) == (0, 1, "unparseable")
+    assert broken["parse_error"].startswith("cannot read the file: ")
+
+
 MULTI_LOG = (
     'a {"a":1}\na sends\n'
     'b {"b":1}\nb sends\n'
@@ -349,3 +383,42 @@ def test_a_regex_without_the_groups_is_a_clear_error(spark: SparkSession, tmp_pa
 )
 def test_sniff(path: Path, expected: bool) -> None:
     assert shiviz.sniff(path.read_bytes()[:1024]) is expected
+
+
+# clocks as logs write them, and the ways they go wrong
+CLOCK_TEXTS = [
+    '{"a":1, "b":22}',
+    ' {"a": 2} ',
+    '{\\"a\\":1}',  # quotes escaped, as TLA+ writes them
+    '{"a":"3"}',
+    "{}",
+    '{"a":1,"a":2}',
+    '{"a":true}',
+    '{"a":1.0}',
+    '{"a":1.50}',
+    '{"a":1e2}',
+    '{"a":-1}',
+    '{"a":null}',
+    '{"a":{"b":1}}',
+    '{"a":9223372036854775807}',
+    '{"a":9223372036854775808}',
+    "[1]",
+    "not json",
+    '{"a":1',
+]
+
+
+def test_the_python_clock_parse_is_the_spark_one(spark: SparkSession) -> None:
+    # ShiViz records are parsed in a Python worker (clock_counts), tracing lines in Spark
+    # (parse_clock): the same text must be the same clock, or no clock, in both
+    from causal_spark.io.readers.clocks import clock_counts, parse_clock
+
+    texts = spark.createDataFrame([(t,) for t in CLOCK_TEXTS], "text string")
+    in_spark = {
+        r["text"]: r["clock"]
+        for r in texts.select("text", parse_clock(F.col("text")).alias("clock")).collect()
+    }
+    in_python = {t: clock_counts(t) for t in CLOCK_TEXTS}
+    assert in_python == in_spark
+    assert in_python['{"a":1, "b":22}'] == {"a": 1, "b": 22}
+    assert sum(c is None for c in in_python.values()) == 11  # of 18

@@ -329,6 +329,8 @@ def test_the_commands_of_the_scheduling_doc_run(tmp_path: Path) -> None:
     done = subprocess.run(
         ["bash", "-c", _paths(line.split(None, 5)[5], tmp_path)], cwd=ROOT, env=env, timeout=1800
     )
+    # the condition is quoted: unquoted, `>100` would send the output to a file named 100
+    assert not (ROOT / "100").exists() and not (tmp_path / "100").exists()
     first = json.loads((tmp_path / "reports" / "audit.json").read_text())
     # causal,invalid: causal_cycle is INVALID every night
     assert done.returncode == 1, (tmp_path / "reports" / "audit.log").read_text()[-3000:]

@@ -211,7 +211,9 @@ NOT_SEARCHED = "no violation or crown was searched for in this trace (see its or
 
 
 def _not_analysed(s: Row) -> bool:
-    return s["order_class"] != "INVALID" and s["n_fifo_violations"] is None
+    # crowns are counted on every analysed trace (FIFO and causal counts are null also
+    # where messages were inferred from clocks: not observable, but analysed)
+    return s["order_class"] != "INVALID" and s["n_crown_sccs"] is None
 
 
 def _trace_line(s: Row) -> str:
@@ -221,6 +223,12 @@ def _trace_line(s: Row) -> str:
         if s["order_class"] != "INVALID" and not _not_analysed(s)
         else "anomalies not computed"
     )
+    if s["order_class"] is not None and s.asDict().get("messages_inferred"):
+        # messages inferred from recorded clocks: no FIFO or causal-order violation can show
+        counts = (
+            "FIFO and causal order not observable (messages inferred from clocks), "
+            f"{s['n_crown_sccs']} crown component(s)"
+        )
     shown = s["order_class"] or f"none: {s['order_class_reason'] or 'not known'}"
     return (
         f"trace {s[C.TRACE_ID]}: order class {shown} ({s['n_processes']} processes, "

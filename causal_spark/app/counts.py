@@ -71,6 +71,8 @@ class ClockCounts:
     component_rounds: int
     # traces too wide for clocks.max_component_bytes: no vector clocks (trace_clocks.reason)
     not_applicable_traces: int = 0
+    # events whose recorded clock differs from the computed one (`clock_mismatches`)
+    clock_mismatches: int = 0
 
     def flat(self) -> dict[str, int]:
         return {
@@ -79,9 +81,15 @@ class ClockCounts:
             "not_applicable_traces": self.not_applicable_traces,
             "clock_passes": self.clock_passes,
             "component_rounds": self.component_rounds,
+            "clock_mismatches": self.clock_mismatches,
         }
 
     def line(self) -> str:
+        mismatches = (
+            f"; recorded clocks that differ from the computed ones: {self.clock_mismatches}"
+            if self.clock_mismatches
+            else ""
+        )
         wide = (
             f", {self.not_applicable_traces} not_applicable (too wide: no vector clocks, "
             "trace_clocks.reason)"
@@ -91,7 +99,7 @@ class ClockCounts:
         return (
             f"clocks: {self.traces} trace(s), {self.invalid_traces} INVALID "
             f"(causal cycle){wide}; {self.clock_passes} clock pass(es), "
-            f"{self.component_rounds} component round(s)"
+            f"{self.component_rounds} component round(s){mismatches}"
         )
 
 

@@ -337,6 +337,32 @@ def _prepare_incremental(
     return [(name, stage) for name, stage in stages if name == "compare"]
 
 
+def input_files(context: StageContext) -> list[list[dict[str, Any]] | None]:
+    """`runs.inputs[].files` of each input set: the records of its own files (a folder
+    read by several readers is one set per reader); the records of no set's file (gone
+    files) go with the path's first set."""
+    taken: dict[str, set[str]] = {}
+    for given in context.inputs:
+        taken.setdefault(given.path, set()).update(f.shown for f in given.files)
+    first: set[str] = set()
+    result: list[list[dict[str, Any]] | None] = []
+    for given in context.inputs:
+        records = context.files.get(given.path)
+        own = {f.shown for f in given.files}
+        leader = given.path not in first
+        first.add(given.path)
+        result.append(
+            None
+            if records is None
+            else [
+                r
+                for r in records
+                if r["path"] in own or (leader and r["path"] not in taken[given.path])
+            ]
+        )
+    return result
+
+
 def _run_row(
     run_id: str,
     command: str,
@@ -354,9 +380,9 @@ def _run_row(
             "n_files": len(i.files),
             "bytes": i.n_bytes,
             "fingerprint": i.fingerprint,
-            "files": context.files.get(i.path),
+            "files": files,
         }
-        for i in context.inputs
+        for i, files in zip(context.inputs, input_files(context), strict=True)
     ]
     lineage = {t: lin for t, lin in context.lineage.items() if t in versions}
     return {

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
@@ -26,6 +27,7 @@ from causal_spark.app.counts import (
     IngestCounts,
     ReplayCounts,
 )
+from causal_spark.app.readings import readings_of
 from causal_spark.app.runs import Stage, StageContext
 from causal_spark.clocks import (
     CLOCK_STATUS_INVALID,
@@ -34,6 +36,7 @@ from causal_spark.clocks import (
     with_clocks,
 )
 from causal_spark.clocks.matrix import with_matrix_clocks
+from causal_spark.clocks.recorded import clock_mismatches
 from causal_spark.ingest import IngestTargets, ingest
 from causal_spark.io.sources import only_files, read_raw_rows
 from causal_spark.replay import (
@@ -108,6 +111,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
         result = with_clocks(events, messages, settings)
         # the tasks that compute the vectors write them (they never cross into the JVM)
         clocked = context.stage_through(tables.EVENTS, result.run_and_write)
+        context.stage(tables.CLOCK_MISMATCHES, clock_mismatches(clocked))
         status = context.stage(
             tables.TRACE_CLOCKS, trace_clock_status(clocked, events, messages, result.plan)
         )
@@ -121,6 +125,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
             not_applicable_traces=by_status.get(CLOCK_STATUS_NOT_APPLICABLE, 0),
             clock_passes=result.clock_passes,
             component_rounds=result.component_rounds,
+            clock_mismatches=context.counts.rows[tables.CLOCK_MISMATCHES],
         )
 
     return run
@@ -131,7 +136,13 @@ def detect_stage() -> Stage:
 
     def run(context: StageContext) -> None:
         settings = context.config.detect
-        context.derive_from(tables.EVENTS, tables.MESSAGES, tables.TRACE_CLOCKS, tables.QUARANTINE)
+        context.derive_from(
+            tables.EVENTS,
+            tables.MESSAGES,
+            tables.TRACE_CLOCKS,
+            tables.QUARANTINE,
+            tables.CLOCK_MISMATCHES,
+        )
         events = context.table(tables.EVENTS)
         messages = context.table(tables.MESSAGES)
         trace_clocks = context.table(tables.TRACE_CLOCKS)
@@ -154,7 +165,9 @@ def detect_stage() -> Stage:
                     context.table(tables.QUARANTINE),
                     violations,
                     crowns,
-                    too_large,
+                    readings=readings_of(context),
+                    clock_mismatches=_clock_mismatches(context),
+                    too_large=too_large,
                 ),
             )
         too_big = F.col("order_class_reason").startswith(NOT_ANALYSED).alias("too_large")
@@ -174,6 +187,14 @@ def detect_stage() -> Stage:
         )
 
     return run
+
+
+def _clock_mismatches(context: StageContext) -> DataFrame | None:
+    """`clock_mismatches` as the clocks stage left it (None: a warehouse from before it)."""
+    known = tables.CLOCK_MISMATCHES in context.outputs or tables.CLOCK_MISMATCHES in (
+        context.view.versions
+    )
+    return context.table(tables.CLOCK_MISMATCHES) if known else None
 
 
 def replay_stage(request: ReplayRequest) -> Stage:

@@ -70,6 +70,7 @@ from causal_spark.clocks.plan import (
     _slab_of,
     _with_link_columns,
 )
+from causal_spark.clocks.recorded import RECORDED_VC, restored
 from causal_spark.sinks import FileWriter
 
 
@@ -164,6 +165,9 @@ def _exact_slab_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
     slab = _slab_inputs(events, links)
     rows = len(slab.proc)
     body = slab.events.select(keep)
+    if RECORDED_VC in body.column_names:
+        at = body.column_names.index(RECORDED_VC)
+        body = body.set_column(at, RECORDED_VC, restored(body.column(at)))
     invalid = bool(pc.any(slab.events.column(INVALID)).as_py())
     if not invalid:
         try:

@@ -54,6 +54,7 @@ from causal_spark.clocks.plan import (
     _events_output_schema,
     _output,
 )
+from causal_spark.clocks.recorded import RECORDED_VC, carried, restored
 from causal_spark.clocks.scratch import read_staged, rows_by_key, stage_by_key
 from causal_spark.clocks.size import LAMPORT_ONLY, VECTORS
 from causal_spark.clocks.units_kernel import units_clocks_at
@@ -242,6 +243,12 @@ def _batch_clocks(events: pa.Table, links: pa.Table) -> pa.Table:
         C.VC: _ragged_lists(clocks.vc, clocks.offsets, with_vectors),
     }
     schema = tables.to_arrow(_events_output_schema())
+    # events that never carried a recorded clock (a table from before the column) have none
+    built[RECORDED_VC] = (
+        restored(events.column(RECORDED_VC))
+        if RECORDED_VC in events.column_names
+        else pa.nulls(events.num_rows, schema.field(RECORDED_VC).type)
+    )
     return pa.table(
         [built[f.name] if f.name in built else events.column(f.name) for f in schema],
         names=schema.names,
@@ -368,6 +375,7 @@ def _narrow_events(events: DataFrame, named: DataFrame, key: Column) -> DataFram
         C.SEQ,
         C.LINE,
         SOURCE_CODE,
+        *([carried()] if RECORDED_VC in events.columns else []),
     )
 
 

@@ -32,6 +32,7 @@ from causal_spark import tables
 from causal_spark._spark import checkpoint
 from causal_spark.clocks import size
 from causal_spark.clocks.components import COMPONENT, connected_components
+from causal_spark.clocks.recorded import RECORDED_VC, carried
 from causal_spark.config import ClockSettings
 from causal_spark.sinks import FILES_SCHEMA, FileWriter
 
@@ -314,6 +315,8 @@ def _slab_of(lseq: Column, bounds: Column, max_bounds: int | None = None) -> Col
 
 
 def _keyed_events(events: DataFrame, info: DataFrame, max_bounds: int | None = None) -> DataFrame:
+    if RECORDED_VC in events.columns:
+        events = events.withColumn(RECORDED_VC, carried())
     return (
         events.drop(C.LAMPORT, C.VC)
         .join(F.broadcast(info), [C.TRACE_ID, C.PIDX])

@@ -44,6 +44,7 @@ from causal_spark import columns as C
 from causal_spark import tables
 from causal_spark.config import IngestSettings
 from causal_spark.ingest import kernel as K
+from causal_spark.ingest import rows_kernel as R
 from causal_spark.ingest.keys import KIND_ALIASES, IngestError
 from causal_spark.ingest.outputs import filtered_reread, quarantine_of
 from causal_spark.ingest.passes import PassResult, markers, run_pass, task_count
@@ -116,7 +117,11 @@ def ingest(
     """
     spark = raw.sparkSession
     settings = settings or IngestSettings()
-    shown = [f.shown for f in inputs.files]
+    # each file's name as the user gave it, at its file id (an incremental run reads a
+    # selection of the files, which keep their ids: the other positions are empty)
+    shown = [""] * (max(f.file_id for f in inputs.files) + 1)
+    for f in inputs.files:
+        shown[f.file_id] = f.shown
     partitions = task_count(inputs, settings.rows_per_task, 1)
     mixed: frozenset[int] = frozenset()
     later: list[str] = []
@@ -124,10 +129,10 @@ def ingest(
         scratch = os.path.join(targets.scratch, f"pass-{number}")
         files = PassFiles(targets.events, targets.messages, scratch)
         later_rows = (
-            markers(spark.read.schema(spark_ddl(K.REJECTS)).parquet(*later)) if later else None
+            markers(spark.read.schema(spark_ddl(R.REJECTS)).parquet(*later)) if later else None
         )
         result = run_pass(type_rows(raw, inputs), later_rows, mixed, files, shown, partitions)
-        facts = read_scratch(result.facts, K.FACTS)
+        facts = read_scratch(result.facts, R.FACTS)
         found_mixed = _mixed_files(facts)
         if not found_mixed <= mixed:
             # step 3 ran on rows that are malformed: again, with those rows known
@@ -147,11 +152,11 @@ def ingest(
         raise IngestError(f"internal: ingest did not settle in {MAX_PASSES} passes")
 
     rejects = [*result.rejects, *later]
-    seq_files = sorted(set(facts.filter(facts["has_seq"])[K.FILE_ID].to_pylist()))
+    seq_files = sorted(set(facts.filter(facts["has_seq"])[R.FILE_ID].to_pylist()))
     reject_rows = (
-        spark.read.schema(spark_ddl(K.REJECTS)).parquet(*rejects)
+        spark.read.schema(spark_ddl(R.REJECTS)).parquet(*rejects)
         if rejects
-        else spark.createDataFrame([], spark_ddl(K.REJECTS))
+        else spark.createDataFrame([], spark_ddl(R.REJECTS))
     )
     quarantine = quarantine_of(
         reject_rows, file_table(spark, inputs), seq_files, reread or filtered_reread(raw)
@@ -172,16 +177,16 @@ def _mixed_files(facts: pa.Table) -> frozenset[int]:
     """Files where some rows give `seq` and an accepted row does not."""
     if facts.num_rows == 0:
         return frozenset()
-    by_file = facts.group_by(K.FILE_ID).aggregate([("has_seq", "any"), ("has_noseq", "any")])
+    by_file = facts.group_by(R.FILE_ID).aggregate([("has_seq", "any"), ("has_noseq", "any")])
     both = pc.and_(by_file["has_seq_any"], by_file["has_noseq_any"])
-    return frozenset(int(f) for f in by_file[K.FILE_ID].filter(both).to_pylist())
+    return frozenset(int(f) for f in by_file[R.FILE_ID].filter(both).to_pylist())
 
 
 def _late_rejects(result: PassResult, scratch: str) -> list[str]:
     """The files of the rows step 3 rejected and of second copies of multicasts, found
     after matching (`kernel.second_copies`)."""
     late = list(result.late)
-    seconds = K.second_copies(read_scratch(result.risky, K.RISKY_MESSAGES))
+    seconds = K.second_copies(read_scratch(result.risky, R.RISKY_MESSAGES))
     if seconds.num_rows:
         late.append(write_scratch(os.path.join(scratch, "seconds"), seconds))
     return late
@@ -189,7 +194,7 @@ def _late_rejects(result: PassResult, scratch: str) -> list[str]:
 
 def _file_traces(facts: pa.Table) -> dict[int, frozenset[str]]:
     found: dict[int, set[str]] = {}
-    for f, trace in zip(facts[K.FILE_ID].to_pylist(), facts[C.TRACE_ID].to_pylist(), strict=True):
+    for f, trace in zip(facts[R.FILE_ID].to_pylist(), facts[C.TRACE_ID].to_pylist(), strict=True):
         found.setdefault(int(f), set()).add(trace)
     return {f: frozenset(t) for f, t in found.items()}
 

@@ -12,316 +12,50 @@ row it points at (`line N`, filled in when the quarantine is written).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from causal_spark import columns as C
-from causal_spark.ingest.keys import MISSING_SEQ, REF
-
-FILE_ID = "file_id"
-SUB = "sub"
-PPROC = "pproc"  # the process, or a spread key for rows rejected in step 1
-SEQ_GIVEN = "seq_given"
-PARSED = "parsed"
-PRE = "pre"
-POST = "post"
-RISKY = "risky"
-REF_FILE = "ref_file"
-REF_LINE = "ref_line"
-STEP1 = "step1"  # a row rejected by the row-local rules: its detail is `pre` + `post`
-EXCLUDED = "excluded"  # a typed-rows marker: the row with these ids is rejected later
-
-# what step 1 hands to step 2 (one row per input row, and markers of later rejections)
-TYPED = pa.schema(
-    [
-        (FILE_ID, pa.int32()),
-        (C.LINE, pa.int64()),
-        (SUB, pa.int64()),
-        (C.RAW, pa.string()),
-        (C.TRACE_ID, pa.string()),
-        (PPROC, pa.string()),
-        (C.SEQ, pa.int64()),
-        (C.KIND, pa.string()),
-        (C.MSG_ID, pa.string()),
-        (C.PEER, pa.string()),
-        (C.TS, pa.float64()),
-        (C.SIZE_BYTES, pa.int64()),
-        (C.LABEL, pa.string()),
-        (SEQ_GIVEN, pa.bool_()),
-        (PARSED, pa.bool_()),
-        (C.REASON, pa.string()),
-        (PRE, pa.string()),
-        (POST, pa.string()),
-        (EXCLUDED, pa.bool_()),
-    ]
+from causal_spark.ingest.rows_kernel import (
+    ENDS,
+    EVENTS,
+    EXCLUDED,
+    FILE_ID,
+    KINDS,
+    MESSAGES,
+    MISSING_SEQ,
+    PARSED,
+    POST,
+    PPROC,
+    PRE,
+    PROCS,
+    RECEIVE_CODE,
+    RECORDED_VC,
+    REF,
+    REF_FILE,
+    REF_LINE,
+    REJECTS,
+    RISKY,
+    RISKY_MESSAGES,
+    SEND_CODE,
+    SEQ_GIVEN,
+    STEP1,
+    SUB,
+    JudgedEvents,
+    JudgedMessages,
+    codes_of,
+    file_facts,
+    formatted,
+    int_values,
+    is_member,
+    reject_rows,
+    run_starts,
+    shared_codes,
+    string_array,
+    take_rows,
 )
-
-# the send and receive rows step 2 keeps, for step 3 (lseq: the event's, in its process)
-ENDS = pa.schema(
-    [
-        (C.TRACE_ID, pa.string()),
-        (C.MSG_ID, pa.string()),
-        (C.PROCESS, pa.string()),
-        (C.KIND, pa.string()),
-        (C.PEER, pa.string()),
-        (C.TS, pa.float64()),
-        (C.SIZE_BYTES, pa.int64()),
-        (C.LSEQ, pa.int64()),
-        (RISKY, pa.bool_()),
-        (FILE_ID, pa.int32()),
-        (C.LINE, pa.int64()),
-        (SUB, pa.int64()),
-    ]
-)
-
-# events as step 2 finds them (pidx and the file's name are added when they are written)
-EVENTS = pa.schema(
-    [
-        (C.TRACE_ID, pa.string()),
-        (C.PROCESS, pa.string()),
-        (C.LSEQ, pa.int64()),
-        (C.KIND, pa.string()),
-        (C.TS, pa.float64()),
-        (C.LABEL, pa.string()),
-        (C.N_MSGS, pa.int32()),
-        (C.SEQ, pa.int64()),
-        (FILE_ID, pa.int32()),
-        (C.LINE, pa.int64()),
-    ]
-)
-
-# messages as step 3 finds them (src_pidx and dst_pidx are added when they are written)
-MESSAGES = pa.schema(
-    [
-        (C.TRACE_ID, pa.string()),
-        (C.MSG_ID, pa.string()),
-        (C.SRC, pa.string()),
-        (C.DST, pa.string()),
-        (C.SEND_LSEQ, pa.int64()),
-        (C.RECV_LSEQ, pa.int64()),
-        (C.SEND_TS, pa.float64()),
-        (C.RECV_TS, pa.float64()),
-        (C.SIZE_BYTES, pa.int64()),
-        (C.STATUS, pa.string()),
-    ]
-)
-
-# a rejected row: where it is, why, and (for rows rejected after step 1) the row a
-# detail points at; `process` is the row's process (the key it was grouped by)
-REJECTS = pa.schema(
-    [
-        (FILE_ID, pa.int32()),
-        (C.LINE, pa.int64()),
-        (SUB, pa.int64()),
-        (C.TRACE_ID, pa.string()),
-        (C.PROCESS, pa.string()),
-        (C.REASON, pa.string()),
-        (C.DETAIL, pa.string()),
-        (REF_FILE, pa.int32()),
-        (REF_LINE, pa.int64()),
-        (STEP1, pa.bool_()),
-        (C.RAW, pa.string()),
-        (PRE, pa.string()),
-        (POST, pa.string()),
-        (PARSED, pa.bool_()),
-        (SEQ_GIVEN, pa.bool_()),
-    ]
-)
-
-# per (file, trace): the rows read, whether any gives `seq`, whether an accepted one lacks it
-FACTS = pa.schema(
-    [
-        (FILE_ID, pa.int32()),
-        (C.TRACE_ID, pa.string()),
-        ("rows", pa.int64()),
-        ("has_seq", pa.bool_()),
-        ("has_noseq", pa.bool_()),
-    ]
-)
-
-# the processes with an event (pidx numbers them per trace, by name)
-PROCS = pa.schema([(C.TRACE_ID, pa.string()), (C.PROCESS, pa.string())])
-
-# a message of a multicast event with a copy that names no destination: after matching,
-# its destination is known, and a second copy to one destination is a duplicate_event
-RISKY_MESSAGES = pa.schema(
-    [
-        (C.TRACE_ID, pa.string()),
-        (C.MSG_ID, pa.string()),
-        ("sender", pa.string()),
-        ("send_lseq", pa.int64()),
-        (C.DST, pa.string()),
-        ("send_file", pa.int32()),
-        ("send_line", pa.int64()),
-        ("send_sub", pa.int64()),
-        ("receiver", pa.string()),
-        ("recv_file", pa.int32()),
-        ("recv_line", pa.int64()),
-        ("recv_sub", pa.int64()),
-    ]
-)
-
-_KINDS = (C.SEND, C.RECEIVE, C.INTERNAL)
-_SEND, _RECEIVE, _INTERNAL = range(3)
-
-
-@dataclass(frozen=True)
-class JudgedEvents:
-    """What step 2 makes of one task's rows."""
-
-    events: pa.Table  # EVENTS
-    ends: pa.Table  # ENDS
-    rejects: pa.Table  # REJECTS
-    facts: pa.Table  # FACTS
-    procs: pa.Table  # PROCS
-
-
-@dataclass(frozen=True)
-class JudgedMessages:
-    """What step 3 makes of one task's message ends."""
-
-    messages: pa.Table  # MESSAGES
-    rejects: pa.Table  # REJECTS
-    risky: pa.Table  # RISKY_MESSAGES
-
-
-def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Integer codes of a column's values (equal values, equal codes); null: -1."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    encoded = pc.dictionary_encode(column)
-    indices = encoded.indices
-    if indices.null_count:
-        indices = indices.fill_null(-1)
-    codes: np.ndarray = indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    return codes
-
-
-def _shared_codes(*columns: pa.ChunkedArray) -> list[np.ndarray]:
-    """Codes over several string columns at once: equal strings, equal codes, across them."""
-    joined = pa.chunked_array([chunk for col in columns for chunk in col.chunks], pa.string())
-    codes = _codes(joined)
-    out, start = [], 0
-    for col in columns:
-        out.append(codes[start : start + len(col)])
-        start += len(col)
-    return out
-
-
-def _ints(column: pa.ChunkedArray, fill: int = 0) -> np.ndarray:
-    if column.null_count:
-        column = column.fill_null(fill)
-    values: np.ndarray = np.asarray(column.to_numpy(), dtype=np.int64)
-    return values
-
-
-def _starts(*keys: np.ndarray) -> np.ndarray:
-    """Where a run of equal keys begins, in sorted arrays: a boolean mask."""
-    n = len(keys[0]) if keys else 0
-    new = np.zeros(n, dtype=bool)
-    if n:
-        new[0] = True
-        for key in keys:
-            new[1:] |= key[1:] != key[:-1]
-    return new
-
-
-def _member(rows: Sequence[np.ndarray], wanted: Sequence[np.ndarray]) -> np.ndarray:
-    """Which rows' key tuples are among `wanted`'s (a merge of the two sorted lists)."""
-    n, m = len(rows[0]), len(wanted[0])
-    if n == 0 or m == 0:
-        return np.zeros(n, dtype=bool)
-    keys = [np.concatenate([r, w]) for r, w in zip(rows, wanted, strict=True)]
-    side = np.concatenate([np.zeros(n, dtype=np.int8), np.ones(m, dtype=np.int8)])
-    # wanted first among equal keys, so a row follows the marker of its own key
-    order = np.lexsort((-side, *reversed(keys)))
-    run = np.cumsum(_starts(*[k[order] for k in keys])) - 1
-    marked = np.zeros(run[-1] + 1, dtype=bool)
-    marked[run[side[order] == 1]] = True
-    found = np.zeros(n + m, dtype=bool)
-    found[order] = marked[run]
-    return found[:n]
-
-
-def _take(table: pa.Table, positions: np.ndarray) -> pa.Table:
-    return table.take(pa.array(positions, pa.int64()))
-
-
-def _strings(values: Sequence[str | None]) -> pa.Array:
-    return pa.array(values, pa.string())
-
-
-def _rejects(
-    rows: pa.Table,
-    reason: str,
-    detail: pa.Array,
-    ref_file: np.ndarray | None,
-    ref_line: np.ndarray | None,
-    process: str = C.PROCESS,
-) -> pa.Table:
-    """Rejection rows for `rows` (which have file_id, line, sub, trace_id and `process`)."""
-    n = rows.num_rows
-    none = pa.nulls(n, pa.string())
-    refs = (
-        (pa.nulls(n, pa.int32()), pa.nulls(n, pa.int64()))
-        if ref_file is None or ref_line is None
-        else (pa.array(ref_file, pa.int32()), pa.array(ref_line, pa.int64()))
-    )
-    return pa.table(
-        {
-            FILE_ID: rows[FILE_ID],
-            C.LINE: rows[C.LINE],
-            SUB: rows[SUB],
-            C.TRACE_ID: rows[C.TRACE_ID],
-            C.PROCESS: rows[process],
-            C.REASON: pa.array([reason] * n, pa.string()),
-            C.DETAIL: detail,
-            REF_FILE: refs[0],
-            REF_LINE: refs[1],
-            STEP1: pa.array(np.zeros(n, dtype=bool)),
-            C.RAW: none,
-            PRE: none,
-            POST: none,
-            PARSED: pa.array(np.ones(n, dtype=bool)),
-            SEQ_GIVEN: pa.nulls(n, pa.bool_()),
-        },
-        schema=REJECTS,
-    )
-
-
-def _formatted(template: str, *columns: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """`template % (values...)` per row, for the (few) rejected rows."""
-    values = [c.to_pylist() for c in columns]
-    return _strings([template % args for args in zip(*values, strict=True)])
-
-
-def _facts(rows: pa.Table, accepted: pa.Array) -> pa.Table:
-    noseq = pc.and_(accepted, pc.is_null(rows[C.SEQ]))
-    grouped = (
-        pa.table(
-            {
-                FILE_ID: rows[FILE_ID],
-                C.TRACE_ID: rows[C.TRACE_ID],
-                "seq_given": rows[SEQ_GIVEN],
-                "noseq": noseq,
-            }
-        )
-        .group_by([FILE_ID, C.TRACE_ID], use_threads=False)
-        .aggregate([(FILE_ID, "count"), ("seq_given", "any"), ("noseq", "any")])
-    )
-    return pa.table(
-        {
-            FILE_ID: grouped[FILE_ID],
-            C.TRACE_ID: grouped[C.TRACE_ID],
-            "rows": grouped[f"{FILE_ID}_count"],
-            "has_seq": grouped["seq_given_any"],
-            "has_noseq": grouped["noseq_any"],
-        },
-        schema=FACTS,
-    )
 
 
 def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEvents:
@@ -340,7 +74,7 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     rows = typed.filter(pc.invert(marker))
     markers = typed.filter(marker)
     accepted_mask = pc.is_null(rows[C.REASON])
-    facts = _facts(rows, accepted_mask)
+    facts = file_facts(rows, accepted_mask)
 
     bad = rows.filter(pc.invert(accepted_mask))
     malformed = pa.table(
@@ -370,15 +104,15 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
         return JudgedEvents(
             EVENTS.empty_table(), ENDS.empty_table(), malformed, facts, PROCS.empty_table()
         )
-    trace = _codes(good[C.TRACE_ID])
-    process = _codes(good[PPROC])
+    trace = codes_of(good[C.TRACE_ID])
+    process = codes_of(good[PPROC])
     noseq = good[C.SEQ].is_null().to_numpy(zero_copy_only=False)
-    seq = _ints(good[C.SEQ])
-    file = _ints(good[FILE_ID])
-    line = _ints(good[C.LINE])
-    sub = _ints(good[SUB])
-    kind = _ints(pc.index_in(good[C.KIND], value_set=pa.array(_KINDS)), fill=-1)
-    peer = _codes(good[C.PEER])
+    seq = int_values(good[C.SEQ])
+    file = int_values(good[FILE_ID])
+    line = int_values(good[C.LINE])
+    sub = int_values(good[SUB])
+    kind = int_values(pc.index_in(good[C.KIND], value_set=pa.array(KINDS)), fill=-1)
+    peer = codes_of(good[C.PEER])
     ev_file = np.where(noseq, file, -1)
     ev_line = np.where(noseq, line, -1)
     # one sort: by process, then local order (seq; rows without one after, in file order),
@@ -388,20 +122,20 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     file, line, sub, kind, peer = file[at], line[at], sub[at], kind[at], peer[at]
     ev_file, ev_line = ev_file[at], ev_line[at]
 
-    new_group = _starts(trace, process)
-    new_event = _starts(trace, process, noseq, seq, ev_file, ev_line, sub)
+    new_group = run_starts(trace, process)
+    new_event = run_starts(trace, process, noseq, seq, ev_file, ev_line, sub)
     event = np.cumsum(new_event) - 1
     event_start = np.flatnonzero(new_event)
     n_events = len(event_start)
     rn = np.arange(n) - event_start[event]
-    is_send = kind == _SEND
+    is_send = kind == SEND_CODE
     is_copy = is_send & is_send[event_start][event]
     dup = (rn > 0) & ~is_copy
 
     # copies to a destination an earlier copy of the event named
     copies = np.flatnonzero(is_copy & (peer >= 0))
     by_peer = copies[np.lexsort((copies, peer[copies], event[copies]))]
-    first_of = _starts(event[by_peer], peer[by_peer])
+    first_of = run_starts(event[by_peer], peer[by_peer])
     first_pos = by_peer[np.flatnonzero(first_of)][np.cumsum(first_of) - 1]
     repeated = by_peer[~first_of]
     repeated_ref = first_pos[~first_of]
@@ -412,9 +146,9 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     n_unnamed = np.bincount(event, weights=is_copy & (peer < 0), minlength=n_events)
     risky_event = (n_copies > 1) & (n_unnamed > 0)
 
-    later = _member(
+    later = is_member(
         [file, line, sub],
-        [_ints(markers[FILE_ID]), _ints(markers[C.LINE]), _ints(markers[SUB])],
+        [int_values(markers[FILE_ID]), int_values(markers[C.LINE]), int_values(markers[SUB])],
     )
     missing_seq = noseq & np.isin(file, np.fromiter(mixed_files, np.int64, len(mixed_files)))
     kept = ~dup & ~is_repeated & ~later & ~missing_seq
@@ -425,13 +159,16 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     live_events = np.flatnonzero(live)
     group_of_event = (np.cumsum(new_group) - 1)[event_start]
     live_groups = group_of_event[live_events]
-    first_live = np.flatnonzero(_starts(live_groups))
+    first_live = np.flatnonzero(run_starts(live_groups))
     run_lengths = np.diff(np.append(first_live, len(live_events)))
     event_lseq = np.zeros(n_events, dtype=np.int64)
     event_lseq[live_events] = np.arange(len(live_events)) - np.repeat(first_live, run_lengths) + 1
     first_kept = kept_rows[np.unique(event[kept_rows], return_index=True)[1]]
     n_msgs = np.bincount(event[kept_rows], weights=is_send[kept_rows], minlength=n_events)
-    heads = _take(good.select([C.TRACE_ID, PPROC, C.KIND, C.TS, C.LABEL, C.SEQ]), at[first_kept])
+    heads = take_rows(
+        good.select([C.TRACE_ID, PPROC, C.KIND, C.TS, C.LABEL, C.SEQ, RECORDED_VC]),
+        at[first_kept],
+    )
     events = pa.table(
         {
             C.TRACE_ID: heads[C.TRACE_ID],
@@ -444,12 +181,13 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
             C.SEQ: heads[C.SEQ],
             FILE_ID: pa.array(file[first_kept].astype(np.int32)),
             C.LINE: pa.array(line[first_kept]),
+            RECORDED_VC: heads[RECORDED_VC],
         },
         schema=EVENTS,
     )
 
-    end_rows = kept_rows[(kind[kept_rows] == _SEND) | (kind[kept_rows] == _RECEIVE)]
-    ends_of = _take(
+    end_rows = kept_rows[(kind[kept_rows] == SEND_CODE) | (kind[kept_rows] == RECEIVE_CODE)]
+    ends_of = take_rows(
         good.select([C.TRACE_ID, C.MSG_ID, PPROC, C.KIND, C.PEER, C.TS, C.SIZE_BYTES]),
         at[end_rows],
     )
@@ -476,10 +214,10 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     leader = event_start[event[dups]]
     rejected = [
         malformed,
-        _rejects(
-            _take(located, at[dups]),
+        reject_rows(
+            take_rows(located, at[dups]),
             C.DUPLICATE_EVENT,
-            _strings(
+            string_array(
                 [f"same process and seq as {REF}, and not part of a multicast send"] * len(dups)
             ),
             file[leader],
@@ -488,12 +226,12 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
         ),
     ]
     if len(repeated):
-        repeated_rows = _take(located, at[repeated])
+        repeated_rows = take_rows(located, at[repeated])
         rejected.append(
-            _rejects(
+            reject_rows(
                 repeated_rows,
                 C.DUPLICATE_EVENT,
-                _formatted(
+                formatted(
                     f"second copy of a multicast to '%s' (same process and seq as {REF})",
                     repeated_rows[C.PEER],
                 ),
@@ -505,10 +243,10 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     no_seq = np.flatnonzero(missing_seq & ~dup)
     if len(no_seq):
         rejected.append(
-            _rejects(
-                _take(located, at[no_seq]),
+            reject_rows(
+                take_rows(located, at[no_seq]),
                 C.MALFORMED,
-                _strings([MISSING_SEQ] * len(no_seq)),
+                string_array([MISSING_SEQ] * len(no_seq)),
                 None,
                 None,
                 process=PPROC,
@@ -537,24 +275,24 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
         return JudgedMessages(
             MESSAGES.empty_table(), REJECTS.empty_table(), RISKY_MESSAGES.empty_table()
         )
-    trace = _codes(ends[C.TRACE_ID])
-    msg = _codes(ends[C.MSG_ID])
-    kind = _ints(pc.index_in(ends[C.KIND], value_set=pa.array(_KINDS)), fill=-1)
-    file, line, sub = _ints(ends[FILE_ID]), _ints(ends[C.LINE]), _ints(ends[SUB])
-    process, peer = _shared_codes(ends[C.PROCESS], ends[C.PEER])
+    trace = codes_of(ends[C.TRACE_ID])
+    msg = codes_of(ends[C.MSG_ID])
+    kind = int_values(pc.index_in(ends[C.KIND], value_set=pa.array(KINDS)), fill=-1)
+    file, line, sub = int_values(ends[FILE_ID]), int_values(ends[C.LINE]), int_values(ends[SUB])
+    process, peer = shared_codes(ends[C.PROCESS], ends[C.PEER])
     # `at` maps a sorted position to its row
     at = np.lexsort((sub, line, file, kind, msg, trace))
     trace, msg, kind = trace[at], msg[at], kind[at]
     file, line, process, peer = file[at], line[at], process[at], peer[at]
 
-    new_message = _starts(trace, msg)
-    new_end = _starts(trace, msg, kind)
+    new_message = run_starts(trace, msg)
+    new_end = run_starts(trace, msg, kind)
     end_start = np.flatnonzero(new_end)
     end_group = np.cumsum(new_end) - 1
     message = np.cumsum(new_message) - 1
     message_start = np.flatnonzero(new_message)
     end_rn = np.arange(n) - end_start[end_group]
-    is_send = kind == _SEND
+    is_send = kind == SEND_CODE
     # the first send of a message is its first row, when it has one (sends sort first)
     has_send = is_send[message_start]
     sender = np.where(has_send, process[message_start], -1)[message]
@@ -562,14 +300,14 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
     dup = end_rn > 0
     wrong_dst = (send_peer >= 0) & (send_peer != process)
     wrong_src = (sender >= 0) & (peer >= 0) & (peer != sender)
-    mismatch = (kind == _RECEIVE) & ~dup & (wrong_dst | wrong_src)
+    mismatch = (kind == RECEIVE_CODE) & ~dup & (wrong_dst | wrong_src)
     kept = ~dup & ~mismatch
 
     n_messages = len(message_start)
     send_at = np.full(n_messages, -1, dtype=np.int64)
     recv_at = np.full(n_messages, -1, dtype=np.int64)
     kept_sends = np.flatnonzero(kept & is_send)
-    kept_receives = np.flatnonzero(kept & (kind == _RECEIVE))
+    kept_receives = np.flatnonzero(kept & (kind == RECEIVE_CODE))
     send_at[message[kept_sends]] = at[kept_sends]
     recv_at[message[kept_receives]] = at[kept_receives]
     present = np.flatnonzero((send_at >= 0) | (recv_at >= 0))
@@ -582,7 +320,7 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
         values = ends[column].take(pa.array(np.maximum(rows_at, 0)))
         return pc.if_else(mask, values, pa.scalar(None, values.type))
 
-    heads = _take(ends.select([C.TRACE_ID, C.MSG_ID, C.SIZE_BYTES]), first_row)
+    heads = take_rows(ends.select([C.TRACE_ID, C.MSG_ID, C.SIZE_BYTES]), first_row)
     status = np.where(sent & received, C.DELIVERED, np.where(sent, C.IN_FLIGHT, C.ORPHAN))
     sender_name = side(C.PROCESS, send_at, sent_mask)
     receiver_name = side(C.PROCESS, recv_at, received_mask)
@@ -606,13 +344,13 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
     located = ends.select([FILE_ID, C.LINE, SUB, C.TRACE_ID, C.PROCESS, C.KIND, C.MSG_ID, C.PEER])
     dups = np.flatnonzero(dup)
     if len(dups):
-        dup_rows = _take(located, at[dups])
+        dup_rows = take_rows(located, at[dups])
         first = end_start[end_group[dups]]
         rejected.append(
-            _rejects(
+            reject_rows(
                 dup_rows,
                 C.DUPLICATE_MSG,
-                _formatted(
+                formatted(
                     f"second %s of msg_id '%s' (the first is {REF})",
                     dup_rows[C.KIND],
                     dup_rows[C.MSG_ID],
@@ -623,8 +361,8 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
         )
     mismatches = np.flatnonzero(mismatch)
     if len(mismatches):
-        rows = _take(located, at[mismatches])
-        first_send = _take(located, at[message_start[message[mismatches]]])
+        rows = take_rows(located, at[mismatches])
+        first_send = take_rows(located, at[message_start[message[mismatches]]])
         details = []
         for to_wrong, msg_id, send_to, receiver, sent_by, named in zip(
             wrong_dst[mismatches],
@@ -641,7 +379,7 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
                 else f"msg_id '{msg_id}' was sent by '{sent_by}' but the receive names peer "
                 f"'{named}'"
             )
-        rejected.append(_rejects(rows, C.PEER_MISMATCH, _strings(details), None, None))
+        rejected.append(reject_rows(rows, C.PEER_MISMATCH, string_array(details), None, None))
 
     risky_flags = ends[RISKY].combine_chunks().to_numpy(zero_copy_only=False)
     candidates = np.flatnonzero(sent)
@@ -682,17 +420,17 @@ def second_copies(risky: pa.Table) -> pa.Table:
     order among the event's messages to that destination."""
     if risky.num_rows == 0:
         return REJECTS.empty_table()
-    trace, sender, dst = _shared_codes(risky[C.TRACE_ID], risky["sender"], risky[C.DST])
-    lseq = _ints(risky["send_lseq"])
-    file, line, sub = (_ints(risky[c]) for c in ("send_file", "send_line", "send_sub"))
+    trace, sender, dst = shared_codes(risky[C.TRACE_ID], risky["sender"], risky[C.DST])
+    lseq = int_values(risky["send_lseq"])
+    file, line, sub = (int_values(risky[c]) for c in ("send_file", "send_line", "send_sub"))
     order = np.lexsort((sub, line, file, dst, lseq, sender, trace))
-    risky = _take(risky, order)
-    new = _starts(trace[order], sender[order], lseq[order], dst[order])
+    risky = take_rows(risky, order)
+    new = run_starts(trace[order], sender[order], lseq[order], dst[order])
     first = np.flatnonzero(new)[np.cumsum(new) - 1]
     seconds = np.flatnonzero(~new)
     if len(seconds) == 0:
         return REJECTS.empty_table()
-    rows = _take(risky, seconds)
+    rows = take_rows(risky, seconds)
     ref = first[seconds]
     ref_file, ref_line = file[order][ref], line[order][ref]
     sends = pa.table(
@@ -705,10 +443,10 @@ def second_copies(risky: pa.Table) -> pa.Table:
         }
     )
     out = [
-        _rejects(
+        reject_rows(
             sends,
             C.DUPLICATE_EVENT,
-            _formatted(
+            formatted(
                 f"second copy of a multicast to '%s' (same process and seq as {REF})",
                 rows[C.DST],
             ),
@@ -729,10 +467,10 @@ def second_copies(risky: pa.Table) -> pa.Table:
             }
         )
         out.append(
-            _rejects(
+            reject_rows(
                 receives,
                 C.DUPLICATE_EVENT,
-                _formatted(
+                formatted(
                     f"receive of msg_id '%s', a second copy of a multicast to '%s' "
                     f"(the first copy is {REF})",
                     got[C.MSG_ID],
@@ -766,8 +504,53 @@ def numbered(procs: pa.Table) -> pa.Table:
     """trace_id, process, pidx: each trace's processes numbered 0.. by name."""
     distinct = procs.group_by([C.TRACE_ID, C.PROCESS], use_threads=False).aggregate([])
     ordered = distinct.sort_by([(C.TRACE_ID, "ascending"), (C.PROCESS, "ascending")])
-    trace = _codes(ordered[C.TRACE_ID])
-    starts = np.flatnonzero(_starts(trace))
+    trace = codes_of(ordered[C.TRACE_ID])
+    starts = np.flatnonzero(run_starts(trace))
     lengths = np.diff(np.append(starts, ordered.num_rows))
     pidx = np.arange(ordered.num_rows) - np.repeat(starts, lengths)
     return ordered.append_column(C.PIDX, pa.array(pidx.astype(np.int32)))
+
+
+def recorded_in_pidx_order(events: pa.Table, procs: pa.Table) -> pa.Array:
+    """`events`' recorded clocks (`RECORDED_VC`: a map process -> count) as arrays in pidx
+    order: entry i is what the map gives the trace's process of pidx i (`procs` numbered
+    by `numbered`), 0 where it names none (GoVector leaves zero entries out); a null map
+    stays null. An entry naming a process the trace does not have (every row of it
+    quarantined) has no place in the array and is left out. Vectorised: one lookup of
+    every (trace, process) entry, one scatter."""
+    column = events[RECORDED_VC].combine_chunks()
+    n = len(column)
+    out_type = pa.list_(pa.int64())
+    if column.null_count == n:
+        return pa.nulls(n, out_type)
+    index = numbered(procs)
+    traces = events[C.TRACE_ID].combine_chunks()
+    widths = index.group_by(C.TRACE_ID, use_threads=False).aggregate([(C.PIDX, "count")])
+    width_at = pc.index_in(traces, value_set=widths[C.TRACE_ID])
+    width = widths[f"{C.PIDX}_count"].take(width_at).fill_null(0).to_numpy()
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.where(valid, width, 0), out=offsets[1:])
+    values = np.zeros(int(offsets[-1]), dtype=np.int64)
+    # the map's entries (offsets are absolute into the unsliced keys and items; Arrow's
+    # list kernels do not take a map, and list_parent_indices aborts on one)
+    bounds = column.offsets.to_numpy()
+    first, size = int(bounds[0]), int(bounds[-1] - bounds[0])
+    keys, items = column.keys.slice(first, size), column.items.slice(first, size)
+    parent = np.repeat(np.arange(n), np.diff(bounds))
+    entry_trace = traces.take(pa.array(parent, pa.int64()))
+    joint = pc.binary_join_element_wise(entry_trace, keys, "\u0000")
+    known = pc.binary_join_element_wise(index[C.TRACE_ID], index[C.PROCESS], "\u0000")
+    found = pc.index_in(joint, value_set=known)
+    placed = found.is_valid().to_numpy(zero_copy_only=False)
+    if placed.any():
+        rows = parent[placed]
+        pidx = index[C.PIDX].take(found.filter(found.is_valid())).to_numpy()
+        counts = items.fill_null(0).to_numpy()[placed]
+        values[offsets[rows] + pidx] = counts
+    return pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int64()).cast(pa.int32()),
+        pa.array(values),
+        type=out_type,
+        mask=pa.array(~valid),
+    )

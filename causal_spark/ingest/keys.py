@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from causal_spark import columns as C
+from causal_spark.ingest.rows_kernel import MISSING_SEQ, REF
+
+__all__ = ["KIND_ALIASES", "MISSING_SEQ", "REF", "IngestError"]
 
 KIND_ALIASES: dict[str, str] = {
     "send": C.SEND,
@@ -14,13 +17,6 @@ KIND_ALIASES: dict[str, str] = {
     "internal": C.INTERNAL,
     "local": C.INTERNAL,
 }
-
-
-# a detail that points at another row says where it is with this placeholder
-REF = "\u0001ref\u0001"
-
-
-MISSING_SEQ = "missing seq (other rows of this file have one)"
 
 
 class IngestError(ValueError):

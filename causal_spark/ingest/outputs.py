@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from causal_spark import columns as C
 from causal_spark import tables
-from causal_spark.ingest import kernel as K
+from causal_spark.ingest import rows_kernel as R
 from causal_spark.ingest.keys import MISSING_SEQ, REF
 from causal_spark.io.raw import FILE_ID, SUB
 
@@ -34,7 +34,7 @@ def quarantine_of(
     seq_files: Sequence[int],
     reread: Callable[[Sequence[int]], DataFrame],
 ) -> DataFrame:
-    """Every rejected row (`kernel.REJECTS`) with its text, reason and a detail that says
+    """Every rejected row (`rows_kernel.REJECTS`) with its text, reason and a detail that says
     where the row it points at is.
 
     A row rejected by the row-local rules has its detail from its own parts, with
@@ -42,21 +42,29 @@ def quarantine_of(
     text (rejected after step 1, or read without text) has it read again from its file
     (`reread`, with text; for the files that have such rows only).
     """
-    step1 = F.col(K.STEP1)
+    step1 = F.col(R.STEP1)
     detail = F.when(
         step1,
         F.concat_ws(
             "; ",
-            F.col(K.PRE),
+            F.col(R.PRE),
             F.when(
-                F.col(K.PARSED) & ~F.col(K.SEQ_GIVEN) & F.col(FILE_ID).isin(list(seq_files)),
+                F.col(R.PARSED) & ~F.col(R.SEQ_GIVEN) & F.col(FILE_ID).isin(list(seq_files)),
                 F.lit(MISSING_SEQ),
             ),
-            F.col(K.POST),
+            F.col(R.POST),
         ),
     ).otherwise(F.col(C.DETAIL))
     rows = rejects.select(
-        FILE_ID, C.LINE, SUB, C.TRACE_ID, C.REASON, K.REF_FILE, K.REF_LINE, step1, C.RAW,
+        FILE_ID,
+        C.LINE,
+        SUB,
+        C.TRACE_ID,
+        C.REASON,
+        R.REF_FILE,
+        R.REF_LINE,
+        step1,
+        C.RAW,
         detail.alias(C.DETAIL),
     )
     # rows rejected after step 1 travelled without their text, and a reader may leave
@@ -77,7 +85,7 @@ def quarantine_of(
     shown_ref = files.select(F.col(FILE_ID).alias("__cs_ref"), F.col("shown").alias("__cs_rs"))
     named = (
         rows.join(F.broadcast(shown), F.col(FILE_ID) == F.col("__cs_own"))
-        .join(F.broadcast(shown_ref), F.col(K.REF_FILE) == F.col("__cs_ref"), "left")
+        .join(F.broadcast(shown_ref), F.col(R.REF_FILE) == F.col("__cs_ref"), "left")
         .select(
             C.SOURCE,
             C.LINE,
@@ -86,8 +94,8 @@ def quarantine_of(
             _located(
                 F.col(C.DETAIL),
                 F.col(FILE_ID),
-                F.col(K.REF_FILE),
-                F.col(K.REF_LINE),
+                F.col(R.REF_FILE),
+                F.col(R.REF_LINE),
                 F.col("__cs_rs"),
             ).alias(C.DETAIL),
             C.TRACE_ID,

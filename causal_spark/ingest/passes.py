@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from causal_spark import columns as C
 from causal_spark._spark import shuffle_partitions
-from causal_spark.ingest import kernel as K
+from causal_spark.ingest import rows_kernel as R
 from causal_spark.ingest import tasks
 from causal_spark.io.raw import Inputs
 
@@ -48,15 +48,15 @@ def run_pass(
     shown: Sequence[str],
     partitions: int,
 ) -> PassResult:
-    """Steps 2 and 3 over `typed` (`kernel.TYPED` columns), in one job.
+    """Steps 2 and 3 over `typed` (`rows_kernel.TYPED` columns), in one job.
 
-    later: rows a later step rejected (`kernel.TYPED` markers), from an earlier pass;
+    later: rows a later step rejected (`rows_kernel.TYPED` markers), from an earlier pass;
     mixed_files: files where some rows give `seq` and others do not.
     """
     rows = typed if later is None else typed.unionByName(later)
     partitions = max(partitions, shuffle_partitions(rows.sparkSession))
     handed = (
-        rows.repartition(partitions, C.TRACE_ID, K.PPROC)
+        rows.repartition(partitions, C.TRACE_ID, R.PPROC)
         .mapInArrow(tasks.by_process(files, mixed_files), tasks.spark_ddl(tasks.HANDED))
         .repartition(partitions, C.TRACE_ID, C.MSG_ID)
         .mapInArrow(tasks.by_message(files, shown), tasks.spark_ddl(tasks.RESULT))
@@ -82,20 +82,20 @@ def run_pass(
 
 
 def markers(frame: DataFrame) -> DataFrame:
-    """Rejected rows (`kernel.REJECTS`) as `kernel.TYPED` markers of rows to leave out."""
+    """Rejected rows (`rows_kernel.REJECTS`) as `rows_kernel.TYPED` markers of rows to leave out."""
     values = {
-        K.FILE_ID: F.col(K.FILE_ID),
+        R.FILE_ID: F.col(R.FILE_ID),
         C.LINE: F.col(C.LINE),
-        K.SUB: F.col(K.SUB),
+        R.SUB: F.col(R.SUB),
         C.TRACE_ID: F.col(C.TRACE_ID),
-        K.PPROC: F.col(C.PROCESS),
-        K.EXCLUDED: F.lit(True),
+        R.PPROC: F.col(C.PROCESS),
+        R.EXCLUDED: F.lit(True),
     }
     return frame.select(
         *[
             (values[f.name] if f.name in values else F.lit(None))
             .cast(tasks.spark_ddl(pa.schema([f])).split(" ", 1)[1])
             .alias(f.name)
-            for f in K.TYPED
+            for f in R.TYPED
         ]
     )

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from causal_spark import columns as C
 from causal_spark.ingest import kernel as K
+from causal_spark.ingest import rows_kernel as R
 from causal_spark.sinks import FileWriter
 
 ROLE = "role"
@@ -38,7 +39,7 @@ PATH = "path"
 END, EVENTS_FILE, REJECTS_FILE, FACTS_FILE = range(4)
 
 # what step 2 hands to step 3: message ends, and carriers of the files it wrote
-HANDED = pa.schema([*K.ENDS, (ROLE, pa.int8()), (PATH, pa.string())])
+HANDED = pa.schema([*R.ENDS, (ROLE, pa.int8()), (PATH, pa.string())])
 
 # what step 3 returns: a file (table, path, rows) or, with an empty table, counts
 COUNTS = (
@@ -68,6 +69,7 @@ def spark_ddl(schema: pa.Schema) -> str:
         pa.float64(): "double",
         pa.string(): "string",
         pa.bool_(): "boolean",
+        R.RECORDED_MAP: "map<string, long>",
     }
     return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
 
@@ -118,7 +120,7 @@ def _gather(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
 
 
 def _carrier(role: int, path: str) -> pa.RecordBatch:
-    empty = {f.name: pa.nulls(1, f.type) for f in K.ENDS}
+    empty = {f.name: pa.nulls(1, f.type) for f in R.ENDS}
     # a carrier is routed by its path (as a msg_id), so carriers spread over the tasks
     empty[C.TRACE_ID] = pa.array([""], pa.string())
     empty[C.MSG_ID] = pa.array([path], pa.string())
@@ -134,7 +136,7 @@ def by_process(
     mixed = frozenset(mixed_files)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        judged = K.judge_events(_gather(batches, K.TYPED), mixed)
+        judged = K.judge_events(_gather(batches, R.TYPED), mixed)
         if judged.procs.num_rows:
             write_scratch(files.folder("procs"), judged.procs)
         for start in range(0, judged.events.num_rows, EVENTS_PER_FILE):
@@ -176,12 +178,10 @@ def by_message(
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         handed = _gather(batches, HANDED)
         role = handed[ROLE].to_numpy()
-        ends = handed.filter(pa.array(role == END)).select(K.ENDS.names)
+        ends = handed.filter(pa.array(role == END)).select(R.ENDS.names)
         judged = K.judge_messages(ends)
         procs = _processes(files.folder("procs"))
-        messages = K.with_pidx(
-            judged.messages, procs, [(C.SRC, C.SRC_PIDX), (C.DST, C.DST_PIDX)]
-        )
+        messages = K.with_pidx(judged.messages, procs, [(C.SRC, C.SRC_PIDX), (C.DST, C.DST_PIDX)])
         for path, rows in _written(files.messages.write(messages)):
             yield _result("messages", path, rows)
         status = messages[C.STATUS]
@@ -199,15 +199,13 @@ def by_message(
         if judged.risky.num_rows:
             yield _result(RISKY, write_scratch(files.folder("risky"), judged.risky), 0)
         carried = handed.filter(pa.array(role != END))
-        for kind, path in zip(
-            carried[ROLE].to_pylist(), carried[PATH].to_pylist(), strict=True
-        ):
+        for kind, path in zip(carried[ROLE].to_pylist(), carried[PATH].to_pylist(), strict=True):
             if kind == REJECTS_FILE:
                 yield _result(REJECTS, path, 0)
             elif kind == FACTS_FILE:
                 yield _result(FACTS, path, 0)
             else:
-                events = pq.read_table(path, schema=K.EVENTS)
+                events = pq.read_table(path, schema=R.EVENTS)
                 yield from _write_events(files.events, events, procs, names)
 
     return run
@@ -215,13 +213,13 @@ def by_message(
 
 def _processes(folder: str) -> pa.Table:
     if not os.path.isdir(folder):
-        return K.PROCS.empty_table()
+        return R.PROCS.empty_table()
     done = sorted(
         os.path.join(folder, n)
         for n in os.listdir(folder)
         if n.endswith(".parquet") and not n.startswith(".")
     )
-    return read_scratch(done, K.PROCS)
+    return read_scratch(done, R.PROCS)
 
 
 def _write_events(
@@ -229,8 +227,10 @@ def _write_events(
 ) -> Iterator[pa.RecordBatch]:
     numbered = K.with_pidx(events, procs, [(C.PROCESS, C.PIDX)])
     n = numbered.num_rows
+    at = numbered.schema.get_field_index(R.RECORDED_VC)
+    numbered = numbered.set_column(at, R.RECORDED_VC, K.recorded_in_pidx_order(numbered, procs))
     complete = numbered.append_column(
-        C.SOURCE, names.take(numbered[K.FILE_ID].combine_chunks())
+        C.SOURCE, names.take(numbered[R.FILE_ID].combine_chunks())
     ).append_column(C.LAMPORT, pa.nulls(n, pa.int64()))
     complete = complete.append_column(C.VC, pa.nulls(n, pa.list_(pa.int32())))
     kinds = complete[C.KIND]

@@ -6,8 +6,16 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
-from causal_spark.ingest.kernel import EXCLUDED, PARSED, POST, PPROC, PRE, SEQ_GIVEN
 from causal_spark.ingest.keys import KIND_ALIASES, IngestError
+from causal_spark.ingest.rows_kernel import (
+    EXCLUDED,
+    PARSED,
+    POST,
+    PPROC,
+    PRE,
+    RECORDED_VC,
+    SEQ_GIVEN,
+)
 from causal_spark.io.sources import (
     FILE_ID,
     PARSE_ERROR,
@@ -145,11 +153,15 @@ def trace_ids(raw: DataFrame, files: DataFrame) -> DataFrame:
 
 
 def _default_traces(inputs: Inputs) -> Column:
-    """Each file's default trace id, looked up by file id (ids are 0..n-1, in order)."""
-    ids = [f.file_id for f in inputs.files]
-    if ids != list(range(len(ids))):
-        raise IngestError(f"file ids must be 0..n-1 in order, found {ids[:5]}...")
-    defaults = F.array(*[F.lit(f.default_trace) for f in inputs.files])
+    """Each file's default trace id, looked up by file id in a literal array.
+
+    The ids need not be 0..n-1: an incremental run reads a selection of the files and
+    keeps their ids. Positions no file of `inputs` holds are null (no row carries them).
+    """
+    by_id = {f.file_id: f.default_trace for f in inputs.files}
+    if len(by_id) != len(inputs.files) or min(by_id) < 0:
+        raise IngestError(f"file ids must be distinct and >= 0, found {sorted(by_id)[:5]}...")
+    defaults = F.array(*[F.lit(by_id.get(i)).cast("string") for i in range(max(by_id) + 1)])
     return defaults[F.col(FILE_ID)]
 
 
@@ -157,11 +169,12 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
     """Step 1: type the string fields of raw rows and apply the row-local rules.
 
     Input: raw rows (`io.sources.RAW_SCHEMA`) of `inputs`' files. Output: the columns of
-    `kernel.TYPED`: file_id, line, sub, raw (only on rejected rows), trace_id, pproc (the
+    `rows_kernel.TYPED`: file_id, line, sub, raw (only on rejected rows), trace_id, pproc (the
     process; for a rejected row a key that spreads such rows by line), seq (long), kind
-    (normalised), msg_id, peer, ts (double seconds), size_bytes (long), label, seq_given,
-    parsed, reason (`malformed`, a reader's reason, or null), the detail parts pre and
-    post, and excluded (false). One projection: nothing is joined or shuffled.
+    (normalised), msg_id, peer, ts (double seconds), size_bytes (long), label, recorded_vc
+    (a native log's clock), seq_given, parsed, reason (`malformed`, a reader's reason, or
+    null), the detail parts pre and post, and excluded (false). One projection: nothing is
+    joined or shuffled.
     """
     missing = [c for c in RAW_COLUMNS if c not in raw.columns]
     if missing:
@@ -192,6 +205,7 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
         _parsed_ts(_blank_to_null(F.col(C.TS))).alias(C.TS),
         _try_long(F.col(C.SIZE_BYTES)).alias("__cs_size"),
         F.col(C.LABEL),
+        F.col(RECORDED_VC),
     )
     before, after = _malformed_rules(F.col("__cs_kind_text"))
     pre, post = _details(before), _details(after)
@@ -213,6 +227,7 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
         C.TS,
         F.coalesce(F.col("__cs_size"), F.lit(0)).alias(C.SIZE_BYTES),
         C.LABEL,
+        RECORDED_VC,
         F.col("__cs_raw_seq").isNotNull().alias(SEQ_GIVEN),
         F.col(PARSE_ERROR).isNull().alias(PARSED),
         F.when(rejected, F.coalesce(F.col(PARSE_REASON), F.lit(C.MALFORMED))).alias(C.REASON),
@@ -220,5 +235,3 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
         post.alias(POST),
         F.lit(False).alias(EXCLUDED),
     )
-
-

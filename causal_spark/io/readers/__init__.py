@@ -75,7 +75,7 @@ class NativeReader:
         joined = with_file_ids(rows, F.col(C.SOURCE), files, by="path")
         # computed once: a native reader's plan is large (parsing, pairing spans, clock
         # deltas) and ingest reads its rows several times
-        return checkpoint(
+        return _materialised(
             joined.select(
                 *[
                     (sub if f.name == SUB else F.col(f.name)).cast(f.dataType).alias(f.name)
@@ -83,6 +83,25 @@ class NativeReader:
                 ]
             )
         )
+
+
+_CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
+
+
+def _materialised(frame: DataFrame) -> DataFrame:
+    """`frame` checkpointed, with no optimizer constraints kept.
+
+    Spark keeps a checkpoint's constraints; for these readers' plans some of them name
+    columns the checkpoint does not output (`(isnotnull(label#299) OR ...)`), and a union
+    of it with other inputs later fails in the optimizer ("key not found: label#299").
+    With constraint propagation off while it is built, the checkpoint keeps none."""
+    conf = frame.sparkSession.conf
+    before = conf.get(_CONSTRAINTS, "true")
+    conf.set(_CONSTRAINTS, "false")
+    try:
+        return checkpoint(frame)
+    finally:
+        conf.set(_CONSTRAINTS, before or "true")
 
 
 def reader_options(options: object) -> native.ReaderOptions:
@@ -106,6 +125,8 @@ NATIVE: tuple[Reader, ...] = tuple(
     NativeReader(module.READER) for module in (otlp, jaeger, zipkin, dctracing, shiviz)
 )
 READERS: dict[str, Reader] = {reader.name: reader for reader in (*NATIVE, *OURS)}
+# the readers whose rows carry the clock the log recorded (`recorded_vc`)
+RECORDING_CLOCKS: frozenset[str] = frozenset({dctracing.NAME, shiviz.NAME})
 
 
 def sniff_format(head: bytes) -> str | None:

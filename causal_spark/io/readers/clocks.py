@@ -25,7 +25,9 @@ host, with U its unreadable records and the readable ones sorted by own entry
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from decimal import Decimal
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -54,6 +56,52 @@ def _as_counts(text: Column) -> Column:
     return F.when(well_formed, counts).cast(CLOCK_TYPE)
 
 
+_MAX_COUNT = (1 << 63) - 1
+
+
+def _pairs_once(pairs: list[tuple[str, object]]) -> dict[str, object] | None:
+    keys = [k for k, _ in pairs]
+    return dict(pairs) if len(set(keys)) == len(keys) else None
+
+
+def _fraction(text: str) -> int | None:
+    """A JSON number with a fraction or exponent, as the Spark parse reads it: a decimal
+    with only zeros after the point is its integer; an exponent makes it a double (no
+    count)."""
+    if "e" in text or "E" in text:
+        return None
+    number = Decimal(text)
+    return int(number) if number == number.to_integral_value() else None
+
+
+def _counts(text: str) -> dict[str, int] | None:
+    try:
+        found = json.loads(text, object_pairs_hook=_pairs_once, parse_float=_fraction)
+    except ValueError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    counts: dict[str, int] = {}
+    for host, value in found.items():
+        # a count, or its digits in a string (as the Spark parse reads them); a bool is an
+        # int to Python, not a count to a log
+        if type(value) is str and value.isascii() and value.isdigit():
+            value = int(value)
+        if type(value) is not int or not 0 <= value <= _MAX_COUNT:
+            return None
+        counts[host] = value
+    return counts
+
+
+def clock_counts(text: str | None) -> dict[str, int] | None:
+    """`parse_clock` in Python, for readers that parse their records in a Python worker
+    (ShiViz): the same clocks parse, and the same do not."""
+    if text is None:
+        return None
+    found = _counts(text)
+    return found if found is not None else _counts(text.replace('\\"', '"'))
+
+
 def parse_clock(text: Column) -> Column:
     """The recorded clock as map<string,bigint>, or null when it is not a JSON object
     of host -> count. Escaped quotes (`{\\"a\\":1}`, as TLA+ writes) are accepted,
@@ -73,16 +121,17 @@ def check_clocks(
 
     `trace_key`: the columns naming one execution (the clocks of different
     executions are unrelated); `order`: the columns of file order within it.
-    Records whose `host` is null are not events of any host and are left alone."""
+    Records whose `host` is null are not events of any host and are left alone. A
+    `CLOCK` column already in `records` is the clock, parsed (`clock_counts`)."""
     key = [*trace_key, host]
-    clock = parse_clock(F.col(clock_text))
-    own = F.try_element_at(clock, F.col(host))
-    readable = clock.isNotNull() & own.isNotNull() & (own >= 1)
-    with_own = records.select(
-        "*",
-        clock.alias(CLOCK),
-        own.alias(OWN),
-        F.coalesce(readable, F.lit(False)).alias(_READABLE),
+    columns = [c for c in records.columns if c != CLOCK]
+    clock = F.col(CLOCK) if CLOCK in records.columns else parse_clock(F.col(clock_text))
+    # in two steps: the parsed clock is used thrice, and parsing is the costly part
+    parsed = F.col(CLOCK)
+    own = F.try_element_at(parsed, F.col(host))
+    readable = parsed.isNotNull() & own.isNotNull() & (own >= 1)
+    with_own = records.select(*columns, clock.alias(CLOCK)).select(
+        "*", own.alias(OWN), F.coalesce(readable, F.lit(False)).alias(_READABLE)
     )
     host_rows = Window.partitionBy(*key)
     by_entry = Window.partitionBy(*key, _READABLE).orderBy(OWN, *order)
@@ -183,7 +232,7 @@ def check_clocks(
         .when(F.size(beyond) > 0, F.concat(F.lit("the clock names "), beyond_text))
     )
     return joined.select(
-        *records.columns,
+        *columns,
         CLOCK,
         OWN,
         F.when(F.col(host).isNotNull(), error).alias(CLOCK_ERROR),

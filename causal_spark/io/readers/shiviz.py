@@ -1,6 +1,7 @@
 """ShiViz / GoVector text logs (docs/formats.md): a regex per event, messages from clock deltas.
 
-Reading. A file is one task (the parser regex may span lines): its text is
+Reading. A file is one task (the parser regex may span lines), which reads the
+file in its Python worker (the JVM never holds the text as one row): its text is
 matched in order with the parser regex (ShiViz's `m` flag: `^`/`$` at line
 boundaries). Named groups `host`, `clock` and `event` are required; other named
 groups go to the label, after the event text, as a JSON object. A file whose
@@ -13,55 +14,58 @@ delimiter when it has none; a repeated label gets `#2`, `#3`...). Text that no
 match covers is not silently skipped: each non-blank line of it is a record
 rejected `unparseable`. Windows line ends are read as `\n`.
 
-Messages (`infer_messages`), as ShiViz does, in Spark joins on (host, event
-number) so no task holds a whole execution: for an event e on p, each host q != p
-whose entry rose since p's previous event gives a candidate, q's event number
-clock(e)[q]; a candidate already known to another candidate (its clock has a q
-entry >= that number) is dropped; each remaining candidate is a message
-`q#v>p#seq` sent by q's event v and received by e.
+The clock checks and the messages (`shiviz_kernel`, as ShiViz does: for an event e
+on p, each host q != p whose entry rose since p's previous event gives a candidate,
+q's event number clock(e)[q]; a candidate already known to another candidate is
+dropped; each remaining candidate is a message `q#v>p#seq` sent by q's event v and
+received by e) run in the same task, on the file's records in NumPy.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
+import zlib
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from functools import partial
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from causal_spark import columns as C
-from causal_spark.io.readers import _events
+from causal_spark.io.raw import WHOLE_FILE_LINE
 from causal_spark.io.readers.base import (
-    BAD_CLOCK,
+    CLOCK_TYPE,
     PARSE_ERROR,
     PARSE_REASON,
     RAW_LIMIT,
+    RAW_SCHEMA,
     RECORD,
-    RECORDED_VC,
     TRACE_SUFFIX,
     UNPARSEABLE,
     Reader,
     ReaderError,
     ReaderOptions,
+    absolute_files,
     conform,
-    read_whole_files,
-    rejected,
 )
-from causal_spark.io.readers.clocks import CLOCK, CLOCK_ERROR, OWN, check_clocks
+from causal_spark.io.readers.clocks import clock_counts
+from causal_spark.io.readers.shiviz_kernel import OUTPUT_FIELDS, RECORD_FIELDS, infer_rows
 
 NAME = "shiviz"
 EXTENSIONS: tuple[str, ...] = (".log", ".txt")
 DEFAULT_REGEX = r"(?<host>\S*) (?<clock>{.*})\n(?<event>.*)"
 REQUIRED_GROUPS: tuple[str, ...] = ("host", "clock", "event")
 
-HOST = "__rd_host"
-CLOCK_TEXT = "__rd_clock_text"
-EXECUTION = "__rd_execution"
+# the record columns the parse gives the kernel (shiviz_kernel.RECORD_FIELDS)
+HOST = "host"
+CLOCK_TEXT = "clock_text"
+CLOCK = "clock"
+EXECUTION = "execution"
 
 MATCH_SCHEMA = T.StructType(
     [
@@ -71,6 +75,8 @@ MATCH_SCHEMA = T.StructType(
         T.StructField(C.RAW, T.StringType()),
         T.StructField(HOST, T.StringType()),
         T.StructField(CLOCK_TEXT, T.StringType()),
+        # the clock parsed where the text is (`clocks.clock_counts`); null: not a clock
+        T.StructField(CLOCK, CLOCK_TYPE),
         T.StructField(C.LABEL, T.StringType()),
         T.StructField(EXECUTION, T.LongType()),
         T.StructField(TRACE_SUFFIX, T.StringType()),
@@ -139,11 +145,9 @@ class _Batches:
 
     def __init__(self) -> None:
         self.columns: dict[str, list[object]] = {f.name: [] for f in MATCH_SCHEMA.fields}
+        arrow = {T.LongType(): pa.int64(), CLOCK_TYPE: pa.map_(pa.string(), pa.int64())}
         self.schema = pa.schema(
-            [
-                pa.field(f.name, pa.int64() if isinstance(f.dataType, T.LongType) else pa.string())
-                for f in MATCH_SCHEMA.fields
-            ]
+            [pa.field(f.name, arrow.get(f.dataType, pa.string())) for f in MATCH_SCHEMA.fields]
         )
 
     def add(self, **row: object) -> None:
@@ -262,171 +266,85 @@ def parse_text(
                 row[PARSE_REASON] = UNPARSEABLE
             else:
                 row[HOST] = host
-                row[CLOCK_TEXT] = match.group("clock")
+                clock = match.group("clock")
+                counts = clock_counts(clock)
+                row[CLOCK_TEXT] = clock
+                row[CLOCK] = None if counts is None else list(counts.items())
                 row[C.LABEL] = _label(match)
             yield row
         yield from unmatched(position, end, execution, suffix)
 
 
-def _parse_batches(
+def read_text(path: str) -> str:
+    """A file's text as Spark's text source reads it: UTF-8 (a bad byte becomes U+FFFD),
+    `.gz` decompressed."""
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        return fh.read().decode("utf-8", errors="replace")
+
+
+def _file_records(source: str, regex: str | None, delimiter: str | None) -> pa.Table:
+    """One file's records (MATCH_SCHEMA): a row per match or unmatched line; a file that
+    cannot be read is one record at line 0."""
+    out, batches = _Batches(), []
+    try:
+        text = read_text(source)
+    except (OSError, EOFError, zlib.error) as e:
+        out.add(
+            **{
+                C.SOURCE: source,
+                C.LINE: WHOLE_FILE_LINE,
+                RECORD: 1,
+                C.RAW: "",
+                EXECUTION: 0,
+                PARSE_ERROR: f"cannot read the file: {e}",
+                PARSE_REASON: UNPARSEABLE,
+            }
+        )
+        return pa.Table.from_batches([out.flush()])
+    for row in parse_text(source, text, regex, delimiter):
+        out.add(**row)
+        if out.full():
+            batches.append(out.flush())
+    batches.append(out.flush())
+    return pa.Table.from_batches(batches)
+
+
+def _read_files(
     batches: Iterator[pa.RecordBatch], regex: str | None, delimiter: str | None
 ) -> Iterator[pa.RecordBatch]:
-    out = _Batches()
     for batch in batches:
-        sources = batch.column(C.SOURCE).to_pylist()
-        texts = batch.column("value").to_pylist()
-        for source, text in zip(sources, texts, strict=True):
-            for row in parse_text(source, text or "", regex, delimiter):
-                out.add(**row)
-                if out.full():
-                    yield out.flush()
-    yield out.flush()
+        for source in batch.column(C.SOURCE).to_pylist():
+            records = _file_records(source, regex, delimiter).select(list(RECORD_FIELDS))
+            yield from infer_rows(records).to_batches(max_chunksize=_BATCH)
 
 
-def read_records(spark: SparkSession, files: Sequence[str], options: ReaderOptions) -> DataFrame:
-    """The files' records (MATCH_SCHEMA): one row per match or unmatched line."""
+# the kernel's rows, as Spark takes them from Python
+ROWS_SCHEMA = T.StructType(
+    [T.StructField(name, RAW_SCHEMA[name].dataType) for name in OUTPUT_FIELDS]
+)
+
+
+def read(spark: SparkSession, files: Sequence[str], options: ReaderOptions) -> DataFrame:
+    """ShiViz / GoVector logs as raw rows (see the module docstring).
+
+    Each file is one task, which reads the file itself (a path every executor sees, as
+    for every input), parses it, checks its clocks and infers its messages
+    (`shiviz_kernel`): its text never becomes one Spark row, which the JVM would hold
+    whole, in several copies. The task holds the file's records (about 300 bytes an
+    event, its text included)."""
     if options.shiviz_regex is not None:
         compile_parser(options.shiviz_regex)
     if options.shiviz_delimiter is not None:
         compile_delimiter(options.shiviz_delimiter)
-    parse = partial(_parse_batches, regex=options.shiviz_regex, delimiter=options.shiviz_delimiter)
-    return read_whole_files(spark, files).mapInArrow(parse, MATCH_SCHEMA)
-
-
-TRACE_KEY: tuple[str, ...] = (C.SOURCE, EXECUTION)
-
-
-def infer_messages(events: DataFrame) -> DataFrame:
-    """Accepted events (TRACE_KEY, HOST, OWN, CLOCK) -> the same rows plus
-    `_events.RECEIVES` and `_events.SENDS` (message ends, in host-name order)."""
-    key = list(TRACE_KEY)
-    by_host = Window.partitionBy(*key, HOST).orderBy(OWN)
-    with_prev = events.withColumn("__rd_prev", F.lag(CLOCK).over(by_host))
-    entry = F.explode(F.map_entries(F.col(CLOCK))).alias("__rd_entry")
-    rose = (F.col("__rd_entry.key") != F.col(HOST)) & (
-        F.col("__rd_entry.value")
-        > F.coalesce(F.try_element_at(F.col("__rd_prev"), F.col("__rd_entry.key")), F.lit(0))
-    )
-    candidates = (
-        with_prev.select(*key, HOST, OWN, entry)
-        .where(rose)
-        .select(
-            *key,
-            HOST,
-            OWN,
-            F.col("__rd_entry.key").alias("__rd_q"),
-            F.col("__rd_entry.value").alias("__rd_v"),
-        )
-    )
-    known = events.select(
-        *key,
-        F.col(HOST).alias("__rd_q"),
-        F.col(OWN).alias("__rd_v"),
-        F.col(CLOCK).alias("__rd_qclock"),
-    )
-    grouped = (
-        candidates.join(known, [*key, "__rd_q", "__rd_v"], "left")
-        .groupBy(*key, HOST, OWN)
-        .agg(F.collect_list(F.struct("__rd_q", "__rd_v", "__rd_qclock")).alias("__rd_cands"))
-    )
-    cands = F.col("__rd_cands")
-    remaining = F.filter(
-        cands,
-        lambda c: (
-            ~F.exists(
-                cands,
-                lambda d: (
-                    (d["__rd_q"] != c["__rd_q"])
-                    & (
-                        F.coalesce(F.try_element_at(d["__rd_qclock"], c["__rd_q"]), F.lit(0))
-                        >= c["__rd_v"]
-                    )
-                ),
-            )
-        ),
-    )
-    kept = grouped.select(
-        *key,
-        HOST,
-        OWN,
-        F.array_sort(F.transform(remaining, lambda c: F.struct(c["__rd_q"], c["__rd_v"]))).alias(
-            "__rd_kept"
-        ),
-    )
-
-    def msg_id(q: Column, v: Column, p: Column, s: Column) -> Column:
-        return F.concat(
-            q, F.lit("#"), v.cast("string"), F.lit(">"), p, F.lit("#"), s.cast("string")
-        )
-
-    receives = kept.select(
-        *key,
-        HOST,
-        OWN,
-        F.transform(
-            F.col("__rd_kept"),
-            lambda c: F.struct(
-                msg_id(c["__rd_q"], c["__rd_v"], F.col(HOST), F.col(OWN)).alias(C.MSG_ID),
-                c["__rd_q"].alias(C.PEER),
-            ),
-        ).alias(_events.RECEIVES),
-    )
-    sends = (
-        kept.select(*key, HOST, OWN, F.explode("__rd_kept").alias("__rd_c"))
-        .select(
-            *key,
-            F.col("__rd_c.__rd_q").alias(HOST),
-            F.col("__rd_c.__rd_v").alias(OWN),
-            F.struct(
-                F.col(HOST).alias(C.PEER),
-                msg_id(
-                    F.col("__rd_c.__rd_q"), F.col("__rd_c.__rd_v"), F.col(HOST), F.col(OWN)
-                ).alias(C.MSG_ID),
-            ).alias("__rd_send"),
-        )
-        .groupBy(*key, HOST, OWN)
-        .agg(F.array_sort(F.collect_list("__rd_send")).alias("__rd_sorted"))
-        .select(
-            *key,
-            HOST,
-            OWN,
-            F.transform(
-                "__rd_sorted",
-                lambda s: F.struct(s[C.MSG_ID].alias(C.MSG_ID), s[C.PEER].alias(C.PEER)),
-            ).alias(_events.SENDS),
-        )
-    )
-    return events.join(receives, [*key, HOST, OWN], "left").join(sends, [*key, HOST, OWN], "left")
-
-
-def read(spark: SparkSession, files: Sequence[str], options: ReaderOptions) -> DataFrame:
-    """ShiViz / GoVector logs as raw rows (see the module docstring)."""
-    records = read_records(spark, files, options)
-    checked = check_clocks(records, TRACE_KEY, HOST, (C.LINE, RECORD), CLOCK_TEXT).localCheckpoint()
-    unparseable = checked.where(F.col(PARSE_ERROR).isNotNull()).transform(
-        rejected,
-        F.col(PARSE_ERROR),
-        F.col(PARSE_REASON),
-        process=F.col(HOST),
-        trace_suffix=F.col(TRACE_SUFFIX),
-    )
-    bad_clocks = checked.where(F.col(CLOCK_ERROR).isNotNull()).transform(
-        rejected,
-        F.col(CLOCK_ERROR),
-        BAD_CLOCK,
-        process=F.col(HOST),
-        trace_suffix=F.col(TRACE_SUFFIX),
-        label=F.col(C.LABEL),
-    )
-    events = checked.where(F.col(PARSE_ERROR).isNull() & F.col(CLOCK_ERROR).isNull())
-    with_messages = infer_messages(events).select(
-        "*",
-        F.col(HOST).alias(C.PROCESS),
-        F.col(OWN).cast("string").alias(C.SEQ),
-        F.col(CLOCK).alias(RECORDED_VC),
-    )
-    rows = _events.expand_events(with_messages)
-    return conform(rows).unionByName(unparseable).unionByName(bad_clocks)
+    parse = partial(_read_files, regex=options.shiviz_regex, delimiter=options.shiviz_delimiter)
+    paths = absolute_files(files)
+    listed = F.array(*[F.lit(path) for path in paths])
+    one_per_task = spark.range(0, len(paths), 1, numPartitions=len(paths))
+    rows = one_per_task.select(
+        F.element_at(listed, (F.col("id") + 1).cast("int")).alias(C.SOURCE)
+    ).mapInArrow(parse, ROWS_SCHEMA)
+    return conform(rows)
 
 
 READER = Reader(name=NAME, extensions=EXTENSIONS, sniff=sniff, read=read)

@@ -1,0 +1,325 @@
+"""The rows of ingest's steps 2 and 3 as Arrow: their schemas, the markers and the
+small array helpers the rules of `kernel` are written with. No Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from causal_spark import columns as C
+
+# a detail that points at another row says where it is with this placeholder
+REF = "\u0001ref\u0001"
+MISSING_SEQ = "missing seq (other rows of this file have one)"
+
+FILE_ID = "file_id"
+# the clock a log recorded for a row (ShiViz, dctracing): process name -> count
+RECORDED_VC = "recorded_vc"
+RECORDED_MAP = pa.map_(pa.string(), pa.int64())
+SUB = "sub"
+PPROC = "pproc"  # the process, or a spread key for rows rejected in step 1
+SEQ_GIVEN = "seq_given"
+PARSED = "parsed"
+PRE = "pre"
+POST = "post"
+RISKY = "risky"
+REF_FILE = "ref_file"
+REF_LINE = "ref_line"
+STEP1 = "step1"  # a row rejected by the row-local rules: its detail is `pre` + `post`
+EXCLUDED = "excluded"  # a typed-rows marker: the row with these ids is rejected later
+
+# what step 1 hands to step 2 (one row per input row, and markers of later rejections)
+TYPED = pa.schema(
+    [
+        (FILE_ID, pa.int32()),
+        (C.LINE, pa.int64()),
+        (SUB, pa.int64()),
+        (C.RAW, pa.string()),
+        (C.TRACE_ID, pa.string()),
+        (PPROC, pa.string()),
+        (C.SEQ, pa.int64()),
+        (C.KIND, pa.string()),
+        (C.MSG_ID, pa.string()),
+        (C.PEER, pa.string()),
+        (C.TS, pa.float64()),
+        (C.SIZE_BYTES, pa.int64()),
+        (C.LABEL, pa.string()),
+        (RECORDED_VC, RECORDED_MAP),
+        (SEQ_GIVEN, pa.bool_()),
+        (PARSED, pa.bool_()),
+        (C.REASON, pa.string()),
+        (PRE, pa.string()),
+        (POST, pa.string()),
+        (EXCLUDED, pa.bool_()),
+    ]
+)
+
+# the send and receive rows step 2 keeps, for step 3 (lseq: the event's, in its process)
+ENDS = pa.schema(
+    [
+        (C.TRACE_ID, pa.string()),
+        (C.MSG_ID, pa.string()),
+        (C.PROCESS, pa.string()),
+        (C.KIND, pa.string()),
+        (C.PEER, pa.string()),
+        (C.TS, pa.float64()),
+        (C.SIZE_BYTES, pa.int64()),
+        (C.LSEQ, pa.int64()),
+        (RISKY, pa.bool_()),
+        (FILE_ID, pa.int32()),
+        (C.LINE, pa.int64()),
+        (SUB, pa.int64()),
+    ]
+)
+
+# events as step 2 finds them (pidx and the file's name are added when they are written)
+EVENTS = pa.schema(
+    [
+        (C.TRACE_ID, pa.string()),
+        (C.PROCESS, pa.string()),
+        (C.LSEQ, pa.int64()),
+        (C.KIND, pa.string()),
+        (C.TS, pa.float64()),
+        (C.LABEL, pa.string()),
+        (C.N_MSGS, pa.int32()),
+        (C.SEQ, pa.int64()),
+        (FILE_ID, pa.int32()),
+        (C.LINE, pa.int64()),
+        (RECORDED_VC, RECORDED_MAP),
+    ]
+)
+
+# messages as step 3 finds them (src_pidx and dst_pidx are added when they are written)
+MESSAGES = pa.schema(
+    [
+        (C.TRACE_ID, pa.string()),
+        (C.MSG_ID, pa.string()),
+        (C.SRC, pa.string()),
+        (C.DST, pa.string()),
+        (C.SEND_LSEQ, pa.int64()),
+        (C.RECV_LSEQ, pa.int64()),
+        (C.SEND_TS, pa.float64()),
+        (C.RECV_TS, pa.float64()),
+        (C.SIZE_BYTES, pa.int64()),
+        (C.STATUS, pa.string()),
+    ]
+)
+
+# a rejected row: where it is, why, and (for rows rejected after step 1) the row a
+# detail points at; `process` is the row's process (the key it was grouped by)
+REJECTS = pa.schema(
+    [
+        (FILE_ID, pa.int32()),
+        (C.LINE, pa.int64()),
+        (SUB, pa.int64()),
+        (C.TRACE_ID, pa.string()),
+        (C.PROCESS, pa.string()),
+        (C.REASON, pa.string()),
+        (C.DETAIL, pa.string()),
+        (REF_FILE, pa.int32()),
+        (REF_LINE, pa.int64()),
+        (STEP1, pa.bool_()),
+        (C.RAW, pa.string()),
+        (PRE, pa.string()),
+        (POST, pa.string()),
+        (PARSED, pa.bool_()),
+        (SEQ_GIVEN, pa.bool_()),
+    ]
+)
+
+# per (file, trace): the rows read, whether any gives `seq`, whether an accepted one lacks it
+FACTS = pa.schema(
+    [
+        (FILE_ID, pa.int32()),
+        (C.TRACE_ID, pa.string()),
+        ("rows", pa.int64()),
+        ("has_seq", pa.bool_()),
+        ("has_noseq", pa.bool_()),
+    ]
+)
+
+# the processes with an event (pidx numbers them per trace, by name)
+PROCS = pa.schema([(C.TRACE_ID, pa.string()), (C.PROCESS, pa.string())])
+
+# a message of a multicast event with a copy that names no destination: after matching,
+# its destination is known, and a second copy to one destination is a duplicate_event
+RISKY_MESSAGES = pa.schema(
+    [
+        (C.TRACE_ID, pa.string()),
+        (C.MSG_ID, pa.string()),
+        ("sender", pa.string()),
+        ("send_lseq", pa.int64()),
+        (C.DST, pa.string()),
+        ("send_file", pa.int32()),
+        ("send_line", pa.int64()),
+        ("send_sub", pa.int64()),
+        ("receiver", pa.string()),
+        ("recv_file", pa.int32()),
+        ("recv_line", pa.int64()),
+        ("recv_sub", pa.int64()),
+    ]
+)
+
+KINDS = (C.SEND, C.RECEIVE, C.INTERNAL)
+SEND_CODE, RECEIVE_CODE, INTERNAL_CODE = range(3)
+
+
+@dataclass(frozen=True)
+class JudgedEvents:
+    """What step 2 makes of one task's rows."""
+
+    events: pa.Table  # EVENTS
+    ends: pa.Table  # ENDS
+    rejects: pa.Table  # REJECTS
+    facts: pa.Table  # FACTS
+    procs: pa.Table  # PROCS
+
+
+@dataclass(frozen=True)
+class JudgedMessages:
+    """What step 3 makes of one task's message ends."""
+
+    messages: pa.Table  # MESSAGES
+    rejects: pa.Table  # REJECTS
+    risky: pa.Table  # RISKY_MESSAGES
+
+
+def codes_of(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Integer codes of a column's values (equal values, equal codes); null: -1."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)
+    indices = encoded.indices
+    if indices.null_count:
+        indices = indices.fill_null(-1)
+    codes: np.ndarray = indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return codes
+
+
+def shared_codes(*columns: pa.ChunkedArray) -> list[np.ndarray]:
+    """Codes over several string columns at once: equal strings, equal codes, across them."""
+    joined = pa.chunked_array([chunk for col in columns for chunk in col.chunks], pa.string())
+    codes = codes_of(joined)
+    out, start = [], 0
+    for col in columns:
+        out.append(codes[start : start + len(col)])
+        start += len(col)
+    return out
+
+
+def int_values(column: pa.ChunkedArray, fill: int = 0) -> np.ndarray:
+    if column.null_count:
+        column = column.fill_null(fill)
+    values: np.ndarray = np.asarray(column.to_numpy(), dtype=np.int64)
+    return values
+
+
+def run_starts(*keys: np.ndarray) -> np.ndarray:
+    """Where a run of equal keys begins, in sorted arrays: a boolean mask."""
+    n = len(keys[0]) if keys else 0
+    new = np.zeros(n, dtype=bool)
+    if n:
+        new[0] = True
+        for key in keys:
+            new[1:] |= key[1:] != key[:-1]
+    return new
+
+
+def is_member(rows: Sequence[np.ndarray], wanted: Sequence[np.ndarray]) -> np.ndarray:
+    """Which rows' key tuples are among `wanted`'s (a merge of the two sorted lists)."""
+    n, m = len(rows[0]), len(wanted[0])
+    if n == 0 or m == 0:
+        return np.zeros(n, dtype=bool)
+    keys = [np.concatenate([r, w]) for r, w in zip(rows, wanted, strict=True)]
+    side = np.concatenate([np.zeros(n, dtype=np.int8), np.ones(m, dtype=np.int8)])
+    # wanted first among equal keys, so a row follows the marker of its own key
+    order = np.lexsort((-side, *reversed(keys)))
+    run = np.cumsum(run_starts(*[k[order] for k in keys])) - 1
+    marked = np.zeros(run[-1] + 1, dtype=bool)
+    marked[run[side[order] == 1]] = True
+    found = np.zeros(n + m, dtype=bool)
+    found[order] = marked[run]
+    return found[:n]
+
+
+def take_rows(table: pa.Table, positions: np.ndarray) -> pa.Table:
+    return table.take(pa.array(positions, pa.int64()))
+
+
+def string_array(values: Sequence[str | None]) -> pa.Array:
+    return pa.array(values, pa.string())
+
+
+def reject_rows(
+    rows: pa.Table,
+    reason: str,
+    detail: pa.Array,
+    ref_file: np.ndarray | None,
+    ref_line: np.ndarray | None,
+    process: str = C.PROCESS,
+) -> pa.Table:
+    """Rejection rows for `rows` (which have file_id, line, sub, trace_id and `process`)."""
+    n = rows.num_rows
+    none = pa.nulls(n, pa.string())
+    refs = (
+        (pa.nulls(n, pa.int32()), pa.nulls(n, pa.int64()))
+        if ref_file is None or ref_line is None
+        else (pa.array(ref_file, pa.int32()), pa.array(ref_line, pa.int64()))
+    )
+    return pa.table(
+        {
+            FILE_ID: rows[FILE_ID],
+            C.LINE: rows[C.LINE],
+            SUB: rows[SUB],
+            C.TRACE_ID: rows[C.TRACE_ID],
+            C.PROCESS: rows[process],
+            C.REASON: pa.array([reason] * n, pa.string()),
+            C.DETAIL: detail,
+            REF_FILE: refs[0],
+            REF_LINE: refs[1],
+            STEP1: pa.array(np.zeros(n, dtype=bool)),
+            C.RAW: none,
+            PRE: none,
+            POST: none,
+            PARSED: pa.array(np.ones(n, dtype=bool)),
+            SEQ_GIVEN: pa.nulls(n, pa.bool_()),
+        },
+        schema=REJECTS,
+    )
+
+
+def formatted(template: str, *columns: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`template % (values...)` per row, for the (few) rejected rows."""
+    values = [c.to_pylist() for c in columns]
+    return string_array([template % args for args in zip(*values, strict=True)])
+
+
+def file_facts(rows: pa.Table, accepted: pa.Array) -> pa.Table:
+    noseq = pc.and_(accepted, pc.is_null(rows[C.SEQ]))
+    grouped = (
+        pa.table(
+            {
+                FILE_ID: rows[FILE_ID],
+                C.TRACE_ID: rows[C.TRACE_ID],
+                "seq_given": rows[SEQ_GIVEN],
+                "noseq": noseq,
+            }
+        )
+        .group_by([FILE_ID, C.TRACE_ID], use_threads=False)
+        .aggregate([(FILE_ID, "count"), ("seq_given", "any"), ("noseq", "any")])
+    )
+    return pa.table(
+        {
+            FILE_ID: grouped[FILE_ID],
+            C.TRACE_ID: grouped[C.TRACE_ID],
+            "rows": grouped[f"{FILE_ID}_count"],
+            "has_seq": grouped["seq_given_any"],
+            "has_noseq": grouped["noseq_any"],
+        },
+        schema=FACTS,
+    )

@@ -1,0 +1,153 @@
+"""The ShiViz kernel (`io.readers.shiviz_kernel`) on random logs, against two references:
+ShiViz's own inference (`tests.reference_readers.shiviz_reference`, no Spark) on valid
+logs, and the Spark clock checks the tracing reader uses (`io.readers.clocks.check_clocks`)
+on logs broken at random. The seed of a failing log is in the assertion message."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from causal_spark.io.readers.clocks import CLOCK_ERROR, check_clocks, clock_counts
+from causal_spark.io.readers.shiviz_kernel import CLOCK_ARROW, RECORD_FIELDS, infer_rows
+from tests.reference_readers import shiviz_reference
+
+
+def _execution(rng: random.Random) -> list[tuple[str, dict[str, int], str]]:
+    """A random run of message passing as ShiViz records: (host, clock, event) in an
+    order that respects happened-before."""
+    hosts = [f"h{i}" for i in range(rng.randint(2, 5))]
+    clocks = {h: {h: 0} for h in hosts}
+    in_flight: list[tuple[str, dict[str, int]]] = []
+    records = []
+    for _ in range(rng.randint(1, 30)):
+        host = rng.choice(hosts)
+        clock = dict(clocks[host])
+        arriving = [m for m in in_flight if m[0] == host]
+        if arriving and rng.random() < 0.6:
+            message = rng.choice(arriving)
+            in_flight.remove(message)
+            for q, n in message[1].items():
+                clock[q] = max(clock.get(q, 0), n)
+            what = "receive"
+        else:
+            what = "send" if rng.random() < 0.7 else "internal"
+        clock[host] += 1
+        clocks[host] = clock
+        if what == "send":
+            in_flight.append((rng.choice([h for h in hosts if h != host]), dict(clock)))
+        records.append((host, {q: n for q, n in clock.items() if n}, what))
+    return records
+
+
+def _text(records: list[tuple[str, dict[str, int], str]]) -> str:
+    return "".join(f"{h} {json.dumps(c)}\n{what}\n" for h, c, what in records)
+
+
+def _table(rows: list[dict[str, Any]]) -> pa.Table:
+    types = {"line": pa.int64(), "record": pa.int64(), "execution": pa.int64()}
+    columns = {
+        name: pa.array(
+            [r.get(name) for r in rows],
+            CLOCK_ARROW if name == "clock" else types.get(name, pa.string()),
+        )
+        for name in RECORD_FIELDS
+    }
+    return pa.table(columns)
+
+
+def _records(source: str, text: str) -> list[dict[str, Any]]:
+    """The reader's records of a log in the default format (two lines each)."""
+    lines = text.splitlines()
+    rows = []
+    for k in range(0, len(lines) - 1, 2):
+        host, clock_text = lines[k].split(" ", 1)
+        counts = clock_counts(clock_text)
+        rows.append(
+            {
+                "source": source,
+                "line": k + 1,
+                "record": 1,
+                "raw": lines[k],
+                "host": host,
+                "clock_text": clock_text,
+                "clock": None if counts is None else list(counts.items()),
+                "label": lines[k + 1],
+                "execution": 0,
+            }
+        )
+    return rows
+
+
+def _messages(rows: list[dict[str, Any]]) -> set[tuple[str, int, str, int]]:
+    sends = {r["msg_id"]: r for r in rows if r["kind"] == "send"}
+    return {
+        (sends[r["msg_id"]]["process"], int(sends[r["msg_id"]]["seq"]), r["process"], int(r["seq"]))
+        for r in rows
+        if r["kind"] == "receive" and r["msg_id"] in sends
+    }
+
+
+def test_inference_is_shivizs_on_random_logs() -> None:
+    for seed in range(300):
+        text = _text(_execution(random.Random(seed)))
+        rows = infer_rows(_table(_records("x.log", text))).to_pylist()
+        assert all(r["parse_error"] is None for r in rows), seed
+        _, expected = shiviz_reference(text)
+        assert _messages(rows) == expected, seed
+
+
+def _broken(rng: random.Random, records: list[tuple[str, dict[str, int], str]]) -> str:
+    """A log of `records` with some records lost, repeated, renumbered or garbled."""
+    out = []
+    for host, clock, what in records:
+        roll = rng.random()
+        if roll < 0.08:
+            continue  # lost
+        clock = dict(clock)
+        if roll < 0.16:
+            clock[host] += rng.choice([-1, 1, 2])  # renumbered (0 is no own entry)
+        elif roll < 0.22:
+            clock[rng.choice(["zz", host])] = rng.randint(0, 40)  # an unknown host, or beyond
+        elif roll < 0.26:
+            out.append(f"{host} {{not json\n{what}\n")
+            continue
+        line = f"{host} {json.dumps(clock)}\n{what}\n"
+        out.append(line)
+        if rng.random() < 0.05:
+            out.append(line)  # repeated
+    rng.shuffle(out)  # ShiViz takes a host's records by their own entries, not file order
+    return "".join(out)
+
+
+def test_the_clock_checks_are_the_spark_ones_on_random_broken_logs(spark: SparkSession) -> None:
+    logs = {
+        f"log{seed}": _broken(random.Random(seed), _execution(random.Random(seed)))
+        for seed in range(120)
+    }
+    rows = [r for source, text in logs.items() for r in _records(source, text)]
+    # the kernel, one log at a time (a file is one task)
+    ours = {}
+    for source in logs:
+        table = _table([r for r in rows if r["source"] == source])
+        for r in infer_rows(table).to_pylist():
+            if r["parse_reason"] == "bad_clock":
+                ours[(source, r["line"])] = r["parse_error"]
+    # the tracing reader's Spark checks on the same records
+    frame = spark.createDataFrame(
+        [(r["source"], 0, r["host"], r["line"], r["record"], r["clock_text"]) for r in rows],
+        "source string, execution long, host string, line long, record long, clock_text string",
+    )
+    checked = check_clocks(frame, ("source", "execution"), "host", ("line", "record"), "clock_text")
+    theirs = {
+        (r["source"], r["line"]): r[CLOCK_ERROR]
+        for r in checked.where(F.col(CLOCK_ERROR).isNotNull()).collect()
+    }
+    assert len(theirs) > 100  # the logs are broken in every way the checks know
+    wrong = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+    assert not wrong, [(k, ours.get(k), theirs.get(k)) for k in wrong[:5]]
