@@ -9,6 +9,9 @@ Python reference engine alone, in the same run; write bench/replay.json and the
                                                            # minutes), written to bench/out/replay/quick.*
     .venv/bin/python bench/replay.py --only many-1000x1000 --protocols none,fifo
     .venv/bin/python bench/replay.py --only big-1e6 --profile rst,sa --cap 600
+    .venv/bin/python bench/replay.py --kernel 1000000,10000000 --reference-at 1000000
+                                                           # the UDF's kernel alone, one trace of
+                                                           # each length (bench/replay_kernel.py)
 
 Cases (issue 6): generated all-to-all traces of 16 processes, lognormal(0, 1)
 latencies (the generator's default), no loss:
@@ -67,7 +70,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
-import inspect
 import io
 import itertools
 import json
@@ -106,7 +108,8 @@ from causal_spark.config import Config, load_config
 from causal_spark.generate import GeneratorSpec, generate_traces, write_generated
 from causal_spark.protocols import PROTOCOLS, protocol
 from causal_spark.replay import PEER, ReplayRequest, program_rows
-from causal_spark.replay_engine import KIND_CODES, Run, build_trace, replay
+from causal_spark.replay_engine import Run, build_trace, replay
+from causal_spark.replay_layout import LayoutBuilder
 from causal_spark.replay_loop import layout, replay_compiled
 from causal_spark.sinks import Warehouse
 
@@ -191,7 +194,9 @@ class Capped(Exception):
 
 
 def _fingerprint(case: Case) -> str:
-    return json.dumps(dataclasses.asdict(case.spec), sort_keys=True, default=str)
+    # "programs": 2 since the rows carry peer_lseq (the layout matches receives by it)
+    spec = {**dataclasses.asdict(case.spec), "programs": 2}
+    return json.dumps(spec, sort_keys=True, default=str)
 
 
 def set_up(case: Case, spark, config: Config) -> tuple[Path, pa.Table]:
@@ -265,31 +270,12 @@ def reference_trace(table: pa.Table):
     )
 
 
-_KINDS = pa.array(sorted(KIND_CODES, key=KIND_CODES.__getitem__))
-# `layout` takes the msg ids already dictionary-encoded (as the UDF passes them) from the
-# commit that made the UDF use the loop; before it, the strings
-_MSG_CODES = "msg_codes" in inspect.signature(layout).parameters
-
-
 def loop_trace(table: pa.Table):
-    """`layout` from one trace's program rows: kinds as codes, msg ids dictionary-encoded."""
-    pidx = table.column("pidx").to_numpy(zero_copy_only=False).astype(np.int64)
-    kind = pc.index_in(table.column("kind"), value_set=_KINDS).fill_null(-1)
-    args = (
-        str(table.column("trace_id")[0].as_py()),
-        _names(pidx, table.column("process").to_pylist()),
-        pidx,
-        table.column("lseq").to_numpy(zero_copy_only=False).astype(np.int64),
-        np.asarray(kind.to_numpy(zero_copy_only=False), dtype=np.int64),
-        table.column("ts").to_numpy(zero_copy_only=False).astype(np.float64),
-        table.column("lamport").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
-    )
-    peer = table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64)
-    if not _MSG_CODES:
-        return layout(*args, table.column("msg_id").to_pylist(), peer)
-    encoded = pc.dictionary_encode(table.column("msg_id").combine_chunks())
-    codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
-    return layout(*args, [], peer, msg_codes=(encoded.dictionary.to_pylist(), codes))
+    """The layout of one trace's program rows, built from its batches as the UDF does."""
+    builder = LayoutBuilder(str(table.column("trace_id")[0].as_py()))
+    for batch in table.to_batches():
+        builder.add(batch)
+    return builder.finish()
 
 
 @dataclasses.dataclass
@@ -429,6 +415,11 @@ def main() -> int:
                         help="compile the loops (Numba disk cache) and exit; no Spark")  # fmt: skip
     parser.add_argument("--set-up-only", action="store_true",
                         help="build the cases' warehouses and program rows, then exit")  # fmt: skip
+    parser.add_argument("--kernel", default=None,
+                        help="message counts: the UDF's kernel alone on one trace of each "
+                        "(bench/replay_kernel.py), no Spark")  # fmt: skip
+    parser.add_argument("--reference-at", default="",
+                        help="with --kernel: the message counts the reference runs at too")  # fmt: skip
     parser.add_argument("--conf", default=None,
                         help="YAML profile (default: the embedded local profile)")  # fmt: skip
     args = parser.parse_args()
@@ -446,6 +437,14 @@ def main() -> int:
     unknown = [n for n in names if n not in PROTOCOLS]
     if unknown:
         parser.error(f"unknown protocol(s) {unknown}")
+    if args.kernel:
+        import replay_kernel
+
+        return replay_kernel.main(
+            [int(m) for m in args.kernel.split(",")],
+            list(names),
+            {int(m) for m in args.reference_at.split(",") if m},
+        )
     profiled = [p for p in args.profile.split(",") if p]
     began = time.perf_counter()
     missing = warm_up(names, config.replay.params)

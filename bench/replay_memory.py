@@ -57,6 +57,10 @@ def group(n: int, messages: int, protocol: str, seed: int = 7) -> pa.Table:
             "lamport": pa.array(lamport),
             "msg_id": pa.array(ids[code]),
             "peer": pa.array(peer.astype(np.int32)),
+            "peer_lseq": pa.array(  # a receive's send lseq (replay.program_rows)
+                np.concatenate([np.zeros(messages, np.int64), lseq[:messages]]),
+                mask=np.arange(rows) < messages,
+            ),
             "valid": pa.array(np.ones(rows, bool)),
         }
     )

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from causal_spark import columns as C
-from causal_spark.replay import NOT_COMPUTED
+from causal_spark.replay import NOT_COMPUTED, STALLED
 
 SHOWN_METRICS: tuple[str, ...] = (
     "control_per_app",
@@ -37,7 +37,9 @@ def format_comparison(comparison: DataFrame) -> str:
     """A text table: one line per (protocol, mode), median (p99) of each metric, run statuses.
 
     A figure that could not be computed in some runs (`not_computed_<metric>` rows) is
-    marked `*` (or `-*` when no run had it) and explained below the table."""
+    marked `*` (or `-*` when no run had it) and explained below the table. A figure over
+    stalled runs (`stalled_<metric>` rows: the part of the program that ran) is marked
+    `~`, and a line below the table says over how many runs, and how many stalled."""
     rows = comparison.collect()
     by_key: dict[tuple[str, str], dict[str, tuple[int, float | None, float | None]]] = {}
     for row in rows:
@@ -53,9 +55,13 @@ def format_comparison(comparison: DataFrame) -> str:
     for key in sorted(by_key):
         found = by_key[key]
         cells = []
+        partial = []
         for metric in SHOWN_METRICS:
             missing = found.get(NOT_COMPUTED + metric)
-            mark = "*" if missing else ""
+            stalled = found.get(STALLED + metric)
+            mark = ("*" if missing else "") + ("~" if stalled else "")
+            if stalled:
+                partial.append(f"{_SHORT[metric]} {found[metric][0]} ({stalled[0]} stalled)")
             if missing:
                 notes.append(
                     f"* {_SHORT[metric]} of {key[0]} ({key[1]}): absent for {missing[0]} run(s),"
@@ -75,6 +81,11 @@ def format_comparison(comparison: DataFrame) -> str:
         if failed:
             statuses += f", VERIFICATION FAILED {failed[0]}"
         lines.append(f"{key[0]:<14}{key[1]:<13}" + "".join(cells) + f"  {statuses}")
+        if partial:
+            notes.append(
+                f"~ {key[0]} ({key[1]}), runs behind each figure, stalled ones over the part of"
+                f" the program that ran: {', '.join(partial)}"
+            )
     return "\n".join(lines + notes)
 
 

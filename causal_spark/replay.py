@@ -13,7 +13,7 @@ summarises `protocol_runs` across traces.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,10 +32,11 @@ from causal_spark.replay_engine import (
     KIND_CODES,
     STATUS_ERROR,
     STATUS_NOT_APPLICABLE,
-    Run,
+    STATUS_STALLED,
     TraceShapeError,
 )
-from causal_spark.replay_loop import layout, replay_compiled
+from causal_spark.replay_layout import CompiledTrace, LayoutBuilder
+from causal_spark.replay_loop import CompiledRun, replay_compiled
 
 NONSELECTIVE = "nonselective"
 SELECTIVE = "selective"
@@ -43,6 +44,7 @@ RECEIVE_MODES: tuple[str, ...] = (NONSELECTIVE, SELECTIVE)
 
 PROTOCOL = "protocol"
 PEER = "peer"
+PEER_LSEQ = "peer_lseq"
 VALID = "valid"
 RUN = "run"
 
@@ -119,9 +121,11 @@ def program_rows(events: DataFrame, messages: DataFrame, trace_clocks: DataFrame
     Input: `events` (trace_id, process, pidx, lseq, kind, ts, lamport), `messages`
     (trace_id, msg_id, src_pidx, dst_pidx, send_lseq, recv_lseq) and
     `trace_clocks` (trace_id, status).
-    Output: trace_id, process, pidx, lseq, kind, ts, lamport, msg_id, peer (int:
-    the destination of a send copy, the source of a receive, -1 when not a
-    process of the trace), valid (boolean: the trace's clocks are OK).
+    Output: trace_id, process, pidx, lseq, kind (byte: `KIND_CODES`), ts,
+    lamport, msg_id, peer (int: the destination of a send copy, the source of a
+    receive, -1 when not a process of the trace), peer_lseq (long: a receive's
+    send lseq, -1 for an orphan and for other rows: the layout finds a receive's
+    message by it, not by msg_id), valid (boolean: the trace's clocks are OK).
     """
     event_cols = events.select(C.TRACE_ID, C.PROCESS, C.PIDX, C.LSEQ, C.KIND, C.TS, C.LAMPORT)
     sends = messages.where(F.col(C.SEND_LSEQ).isNotNull()).select(
@@ -130,6 +134,7 @@ def program_rows(events: DataFrame, messages: DataFrame, trace_clocks: DataFrame
         F.col(C.SRC_PIDX).alias(C.PIDX),
         F.col(C.SEND_LSEQ).alias(C.LSEQ),
         F.coalesce(F.col(C.DST_PIDX), F.lit(-1)).alias(PEER),
+        F.lit(-1).cast("long").alias(PEER_LSEQ),
     )
     receives = messages.where(F.col(C.RECV_LSEQ).isNotNull()).select(
         C.TRACE_ID,
@@ -137,10 +142,14 @@ def program_rows(events: DataFrame, messages: DataFrame, trace_clocks: DataFrame
         F.col(C.DST_PIDX).alias(C.PIDX),
         F.col(C.RECV_LSEQ).alias(C.LSEQ),
         F.coalesce(F.col(C.SRC_PIDX), F.lit(-1)).alias(PEER),
+        F.coalesce(F.col(C.SEND_LSEQ), F.lit(-1)).alias(PEER_LSEQ),
     )
     ends = sends.unionByName(receives).join(event_cols, [C.TRACE_ID, C.PIDX, C.LSEQ])
     internals = event_cols.where(F.col(C.KIND) == C.INTERNAL).select(
-        "*", F.lit(None).cast("string").alias(C.MSG_ID), F.lit(-1).alias(PEER)
+        "*",
+        F.lit(None).cast("string").alias(C.MSG_ID),
+        F.lit(-1).alias(PEER),
+        F.lit(-1).cast("long").alias(PEER_LSEQ),
     )
     valid = trace_clocks.select(
         C.TRACE_ID, (F.col(C.STATUS) != F.lit(CLOCK_STATUS_INVALID)).alias(VALID)
@@ -153,14 +162,23 @@ def program_rows(events: DataFrame, messages: DataFrame, trace_clocks: DataFrame
             C.PROCESS,
             F.col(C.PIDX).cast("int").alias(C.PIDX),
             F.col(C.LSEQ).cast("long").alias(C.LSEQ),
-            C.KIND,
+            _kind_code(F.col(C.KIND)).alias(C.KIND),
             F.col(C.TS).cast("double").alias(C.TS),
             F.col(C.LAMPORT).cast("long").alias(C.LAMPORT),
             C.MSG_ID,
             F.col(PEER).cast("int").alias(PEER),
+            F.col(PEER_LSEQ).cast("long").alias(PEER_LSEQ),
             F.coalesce(F.col(VALID), F.lit(False)).alias(VALID),
         )
     )
+
+
+def _kind_code(kind: Column) -> Column:
+    """`KIND_CODES` of a kind name, -1 for any other: the layout reads bytes, not names."""
+    code = F.lit(-1)
+    for name, value in KIND_CODES.items():
+        code = F.when(kind == F.lit(name), F.lit(value)).otherwise(code)
+    return code.cast("byte")
 
 
 @dataclass(frozen=True)
@@ -185,9 +203,9 @@ def replay_protocols(programs: DataFrame, request: ReplayRequest) -> ReplayTable
     latency = request.default_latency
     limit = request.max_run_bytes
 
-    def per_group(table: pa.Table) -> pa.Table:
-        batches = _replay_group(table, mode, params, latency, limit)
-        return pa.Table.from_batches(list(batches), _ARROW_ROWS)
+    def per_group(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # batches in and out: the group is never one table, and its rows are kept narrow
+        return _replay_group(batches, mode, params, latency, limit)
 
     rows = checkpoint(
         programs.crossJoin(F.broadcast(names))
@@ -202,31 +220,37 @@ def replay_protocols(programs: DataFrame, request: ReplayRequest) -> ReplayTable
 
 
 def _replay_group(
-    table: pa.Table,
+    batches: Iterable[pa.RecordBatch] | pa.Table,
     mode: str,
     params: Mapping[str, Mapping[str, str]],
     default_latency: float,
     max_run_bytes: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    trace_id = str(table.column(C.TRACE_ID)[0].as_py())
-    name = str(table.column(PROTOCOL)[0].as_py())
+    """One (trace, protocol) group of program rows in, its `protocol_runs` row and its
+    `deliveries` rows out, in batches of at most `DELIVERY_BATCH_ROWS` rows."""
+    if isinstance(batches, pa.Table):
+        batches = batches.to_batches()
+    builder: LayoutBuilder | None = None
+    valid = True
+    name = ""
+    for batch in batches:
+        if builder is None:
+            builder = LayoutBuilder(str(batch.column(C.TRACE_ID)[0].as_py()))
+            name = str(batch.column(PROTOCOL)[0].as_py())
+        valid = valid and bool(pc.all(batch.column(VALID)).as_py())
+        if valid:
+            builder.add(batch)
+    if builder is None:
+        return
     given = params.get(name, {})
-    param_text = json.dumps(dict(sorted(given.items())))
-    pidx = table.column(C.PIDX).to_numpy(zero_copy_only=False).astype(np.int64)
-    process = table.column(C.PROCESS).to_pylist()
-    names_by_pidx: dict[int, str] = {}
-    for i, p in zip(pidx.tolist(), process, strict=True):
-        names_by_pidx.setdefault(i, p)
-    n = max(names_by_pidx) + 1 if names_by_pidx else 0
-    names = [names_by_pidx.get(i, f"#{i}") for i in range(n)]
     head = {
-        C.TRACE_ID: trace_id,
+        C.TRACE_ID: builder.trace_id,
         PROTOCOL: name,
         "receive_mode": mode,
-        "params": param_text,
-        "n_processes": n,
+        "params": json.dumps(dict(sorted(given.items()))),
+        "n_processes": builder.n,
     }
-    if not all(table.column(VALID).to_pylist()):
+    if not valid:
         yield _run_batch(
             head,
             "lamport",
@@ -238,23 +262,18 @@ def _replay_group(
             {},
         )
         return
-    too_big = replay_size.too_big(replay_size.group_shape(table), name, max_run_bytes)
-    if too_big is not None:  # before the layout: it would hold the whole trace too
-        yield _run_batch(head, "ts", False, 0.0, STATUS_NOT_APPLICABLE, too_big, None, {})
+    if not builder.timed and builder.unclocked:
+        yield _run_batch(head, "lamport", False, 0.0, STATUS_NOT_APPLICABLE, _UNTIMED, None, {})
         return
+    if max_run_bytes is not None:  # before the layout, which holds the whole trace
+        shape = replay_size.GroupShape(builder.n, builder.rows, builder.in_flight())
+        too_big = replay_size.too_big(shape, name, max_run_bytes)
+        if too_big is not None:
+            yield _run_batch(head, "ts", False, 0.0, STATUS_NOT_APPLICABLE, too_big, None, {})
+            return
     try:
-        ctrace = layout(
-            trace_id,
-            names,
-            pidx,
-            table.column(C.LSEQ).to_numpy(zero_copy_only=False).astype(np.int64),
-            _kind_codes(table.column(C.KIND)),
-            table.column(C.TS).to_numpy(zero_copy_only=False).astype(np.float64),
-            table.column(C.LAMPORT).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
-            [],
-            table.column(PEER).to_numpy(zero_copy_only=False).astype(np.int64),
-            msg_codes=_msg_codes(table.column(C.MSG_ID)),
-        )
+        ctrace = builder.finish()
+        del builder
         run = replay_compiled(ctrace, name, given, mode == SELECTIVE, default_latency)
     except (TraceShapeError, ProtocolParamError) as e:
         yield _run_batch(head, "ts", False, 0.0, STATUS_ERROR, str(e), None, {})
@@ -265,23 +284,15 @@ def _replay_group(
         run.figures,
     )  # fmt: skip
     if run.status != STATUS_NOT_APPLICABLE:
-        yield _deliveries_batch(head, ctrace.msg_id, run)
+        yield from _deliveries_batches(head, ctrace, run)
 
 
-_KINDS = pa.array(sorted(KIND_CODES, key=KIND_CODES.__getitem__))
-
-
-def _kind_codes(kind: pa.ChunkedArray) -> np.ndarray:
-    """`KIND_CODES` of the kind column, -1 for anything else."""
-    codes = pc.index_in(kind, value_set=_KINDS).fill_null(-1)
-    return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-def _msg_codes(msg_id: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
-    """(distinct msg ids, per-row index into them or -1) by Arrow's dictionary encoding."""
-    encoded = pc.dictionary_encode(msg_id.combine_chunks())
-    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-    return encoded.dictionary.to_pylist(), np.asarray(codes, dtype=np.int64)
+# a trace replays on its ts, or on its Lamport clocks when some event has no ts (docs/replay.md);
+# clocks leave the Lamport clocks of a trace too wide for them null (trace_clocks.reason)
+_UNTIMED = (
+    "no times to replay on: some events have no ts and the trace has no Lamport clocks "
+    "(trace_clocks is not_applicable: its reason says why)"
+)
 
 
 def _run_batch(
@@ -317,39 +328,53 @@ def _run_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _deliveries_batch(
-    head: Mapping[str, object], msg_ids: Sequence[str], run: Run
-) -> pa.RecordBatch:
-    count = len(msg_ids)
+# deliveries rows per output batch: a group's output is written in batches of this size, so
+# its Arrow rows never hold the whole trace (docs/replay.md, "How big a trace one worker
+# replays")
+DELIVERY_BATCH_ROWS = 1 << 16
+
+
+def _deliveries_batches(
+    head: Mapping[str, object], trace: CompiledTrace, run: CompiledRun
+) -> Iterator[pa.RecordBatch]:
     schema = _ARROW_ROWS
-    values: dict[str, pa.Array] = {
-        C.TRACE_ID: pa.array([head[C.TRACE_ID]] * count, pa.string()),
-        PROTOCOL: pa.array([head[PROTOCOL]] * count, pa.string()),
-        "receive_mode": pa.array([head["receive_mode"]] * count, pa.string()),
-        C.MSG_ID: pa.array(msg_ids, pa.string()),
-    }
-    for name in ("send_time", "post_time", "arrival_time", "delivery_time", "take_time"):
-        values[name] = _floats(getattr(run, name))
-    values["taken_by_lseq"] = _ints(run.taken_by)
-    values["piggyback_ints"] = _ints(run.piggyback)
-    held = _floats(run.held_back)
-    values["held_back"] = pc.not_equal(held, pa.scalar(0.0))
-    arrays = [
-        pa.nulls(count, type=fld.type) if fld.name == RUN else values[fld.name].cast(fld.type)
-        for fld in schema
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    for ids, messages in trace.ids.slices(DELIVERY_BATCH_ROWS):
+        count = len(ids)
+        columns = run.columns(messages)
+        values: dict[str, pa.Array] = {
+            C.TRACE_ID: _repeated(head[C.TRACE_ID], count),
+            PROTOCOL: _repeated(head[PROTOCOL], count),
+            "receive_mode": _repeated(head["receive_mode"], count),
+            C.MSG_ID: ids,
+            "taken_by_lseq": _ints(columns["taken_by"]),
+            "piggyback_ints": _ints(columns["piggyback"]),
+        }
+        for name in ("send_time", "post_time", "arrival_time", "delivery_time", "take_time"):
+            values[name] = _floats(columns[name])
+        values["held_back"] = pc.not_equal(_floats(columns["held_back"]), pa.scalar(0.0))
+        arrays = [
+            pa.nulls(count, type=fld.type) if fld.name == RUN else values[fld.name].cast(fld.type)
+            for fld in schema
+        ]
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _floats(column: Sequence[float | bool | None] | np.ndarray) -> pa.Array:
-    """A float column of the compiled loop's Run, NaN as null."""
-    values = np.asarray(column, dtype=np.float64)
+def _repeated(value: object, count: int) -> pa.Array:
+    """`count` copies of one string."""
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(count, np.int32)), pa.array([value], pa.string())
+    ).cast(pa.string())
+
+
+def _floats(values: np.ndarray) -> pa.Array:
+    """A float column of the compiled loop, NaN as null."""
+    values = np.asarray(values, dtype=np.float64)
     return pa.array(values, mask=np.isnan(values))
 
 
-def _ints(column: Sequence[int | None] | np.ndarray) -> pa.Array:
-    """An integer column of the compiled loop's Run, -1 as null (lseqs and counts are >= 0)."""
-    values = np.asarray(column, dtype=np.int64)
+def _ints(values: np.ndarray) -> pa.Array:
+    """An integer column of the compiled loop, -1 as null (lseqs and counts are >= 0)."""
+    values = np.asarray(values, dtype=np.int64)
     return pa.array(values, mask=values < 0)
 
 
@@ -358,6 +383,9 @@ def _ints(column: Sequence[int | None] | np.ndarray) -> pa.Array:
 
 # the prefix of a comparison row counting runs whose figure was NaN or infinite
 NOT_COMPUTED = "not_computed_"
+# the prefix of a comparison row counting the runs behind a figure that stalled: their
+# figures cover the part of the program that ran (docs/replay.md, "Stalled runs")
+STALLED = "stalled_"
 
 COMPARED_METRICS: Mapping[str, str] = {
     "control_per_app": "control messages per application message",
@@ -367,7 +395,7 @@ COMPARED_METRICS: Mapping[str, str] = {
     "holdback_delay_mean": "mean hold-back delay of held-back messages (s)",
     "sender_delay_per_app": "sender-side delay per application message (s)",
     "max_holdback_buffer": "largest hold-back buffer",
-    "makespan_ratio": "makespan / recorded makespan (runs that finished)",
+    "makespan_ratio": "makespan / recorded makespan (of the events run, for stalled runs)",
 }
 
 
@@ -394,7 +422,9 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
     traces it is over. Status counts come as metrics `status_<status>` (median
     and p99 are then null; `traces` is the count). A figure that could not be
     computed (NaN or infinite: a time beyond the range of a double) counts in no
-    median or p99; how many runs had one comes as `not_computed_<metric>`.
+    median or p99; how many runs had one comes as `not_computed_<metric>`. A `stalled`
+    run (the log was cut) counts with the figures of the part of its program that ran;
+    how many of a metric's `traces` stalled comes as `stalled_<metric>`.
     """
     metrics = _metric_columns()
     stack = F.explode(
@@ -405,8 +435,8 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
             ]
         )
     )
-    long = runs.select(PROTOCOL, "receive_mode", stack.alias("m")).select(
-        PROTOCOL, "receive_mode", "m.metric", "m.value"
+    long = runs.select(PROTOCOL, "receive_mode", "status", stack.alias("m")).select(
+        PROTOCOL, "receive_mode", "status", "m.metric", "m.value"
     )
     value = F.col("value")
     computed = ~F.isnan(value) & (F.abs(value) != F.lit(float("inf")))
@@ -427,6 +457,19 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
             PROTOCOL,
             "receive_mode",
             F.concat(F.lit(NOT_COMPUTED), F.col("metric")).alias("metric"),
+            "traces",
+            F.lit(None).cast("double").alias("median"),
+            F.lit(None).cast("double").alias("p99"),
+        )
+    )
+    stalled = (
+        long.where(value.isNotNull() & computed & (F.col("status") == F.lit(STATUS_STALLED)))
+        .groupBy(PROTOCOL, "receive_mode", "metric")
+        .agg(F.count("*").alias("traces"))
+        .select(
+            PROTOCOL,
+            "receive_mode",
+            F.concat(F.lit(STALLED), F.col("metric")).alias("metric"),
             "traces",
             F.lit(None).cast("double").alias("median"),
             F.lit(None).cast("double").alias("p99"),
@@ -455,6 +498,9 @@ def compare_protocols(runs: DataFrame) -> DataFrame:
         F.lit(None).cast("double").alias("p99"),
     )
     return tables.conform(
-        figures.unionByName(status_rows).unionByName(unverified_rows).unionByName(not_computed),
+        figures.unionByName(status_rows)
+        .unionByName(unverified_rows)
+        .unionByName(not_computed)
+        .unionByName(stalled),
         tables.PROTOCOL_COMPARISON,
     )

@@ -110,6 +110,8 @@ class ReplayTrace:
     timebase: str
     channel_latency: dict[tuple[int, int], float] = field(default_factory=dict)
     trace_latency: float | None = None
+    # per process, the recorded time (ts, or the Lamport clock) of each event
+    recorded: list[list[float]] = field(default_factory=list)
     # the arguments it was built from after trace_id (names, pidx, ..., peer): the
     # compiled engine (`replay_loop.layout`) lays out the same rows
     source_rows: tuple[object, ...] = ()
@@ -288,6 +290,7 @@ def build_trace(
         timebase="ts" if use_ts else "lamport",
         channel_latency=channel,
         trace_latency=float(np.median(every)) if every else None,
+        recorded=times,
         source_rows=(list(names), pidx, lseq, kind, ts, lamport, msg_id, peer),
     )
 
@@ -602,8 +605,14 @@ class Engine:
         ]
         sender_delay = self.protocol.sender_delay(sum(delays))
         ran = status in (STATUS_OK, STATUS_DEADLOCK, STATUS_STALLED)
-        makespan = max(self._now) - trace.start if status == STATUS_OK else None
-        recorded = trace.end - trace.start
+        done = [max(trace.recorded[p][: self._pc[p]]) for p in range(self.n) if self._pc[p]]
+        makespan, ratio = makespan_figures(
+            status,
+            max(self._now, default=trace.start),
+            max(done, default=trace.start),
+            trace.start,
+            trace.end,
+        )
         figures: dict[str, float | int | None] = {
             "app_messages": len(app) if ran else None,
             "control_messages": self.control_messages if ran else None,
@@ -620,9 +629,7 @@ class Engine:
             "sender_delay_total": sender_delay if ran else None,
             "max_holdback_buffer": self._max_buffer if ran else None,
             "makespan": makespan,
-            "makespan_ratio": makespan / recorded
-            if makespan is not None and recorded > 0
-            else None,
+            "makespan_ratio": ratio,
         }
         if ran:
             every = range(len(trace.msg_id))
@@ -748,6 +755,29 @@ class Engine:
             if hit.any():
                 return False
         return True
+
+
+def makespan_figures(
+    status: str, replayed_end: float, recorded_end: float, start: float, end: float
+) -> tuple[float | None, float | None]:
+    """(makespan, makespan_ratio) of a run (docs/replay.md, "Stalled runs").
+
+    A run that finished has a makespan (its last completion - the trace's earliest
+    time), set against the recorded one. A run that did not finish has none; a
+    `stalled` one (the log was cut) still has a ratio over the part of the program
+    it ran: the latest completion among the events it completed, set against the
+    latest recorded time of the same events. `replayed_end` is the former,
+    `recorded_end` the latter; `start` and `end` are the trace's earliest and latest
+    recorded times. A `deadlock` (the protocol itself stopped) has no ratio.
+    """
+    if status == STATUS_OK:
+        makespan = replayed_end - start
+        recorded = end - start
+        return makespan, (makespan / recorded if recorded > 0 else None)
+    if status == STATUS_STALLED:
+        recorded = recorded_end - start
+        return None, ((replayed_end - start) / recorded if recorded > 0 else None)
+    return None, None
 
 
 # where the copies of a run end, besides taken (docs/replay.md, "Every copy ends in one place")

@@ -1,18 +1,14 @@
 """The compiled replay engine: `replay_engine`'s model as one Numba event loop (docs/replay.md).
 
 `replay_engine` is the reference: plain Python, one object per message, easy
-to read against the seeds. This module runs the same model, event for event,
+to read against the sources. This module runs the same model, event for event,
 over flat arrays, so one (trace, protocol) group replays at compiled speed
 inside the Spark task:
 
-- `layout(...)` turns one trace's rows (the arguments of
-  `replay_engine.build_trace`) into a `CompiledTrace`: per event (CSR by
-  process) kind, lseq, recorded Lamport clock, gap, the copies of a send and
-  the message a receive took; per message src, dst, send/receive lseq,
-  latency (NaN: lost) and an orphan's arrival time.
+- `replay_layout` lays one trace's rows out (`CompiledTrace`, re-exported here);
 - `replay_compiled(trace, name, params, selective, default_latency)` runs
-  protocol `name` and returns a `Run` whose per-message columns are arrays
-  (NaN / -1 where the reference has None).
+  protocol `name` and returns a `CompiledRun`: status, figures, verification,
+  and per-message columns as arrays (NaN / -1 where the reference has None).
 
 Each protocol module keeps its reference class and, next to it, its compiled
 form: a `State` namedtuple of arrays, `make_state(trace, params)` and the
@@ -23,38 +19,47 @@ and cached on disk. Protocol hooks call back `post`, `control`, `resume` and
 `notify`, and read `eng.pend_head` / `eng.pnext` for the pending copies.
 
 The heap orders items exactly as the reference does: (time, recorded Lamport
-clock, arrival before step, process, order, insertion). Control messages carry
-a kind and three integers (`CTL_*` columns); a protocol that needs more keeps
-the payload in its own state and sends its index.
+clock, arrival before step, process, order, insertion), packed in three keys:
+the time, lamport * 2 + priority, and process << 40 | (the recorded receive's
+lseq, or the insertion number for items that have none). Its entries carry a
+payload slot (item kind, control kind and three integers); a protocol that
+needs more keeps the payload in its own state and sends its index.
+
+Per message the engine holds four times (send, post, delivery, take), the
+receive that took it, its piggybacked integers, its place in a pending or
+ready list and a state byte; arrival is post + latency (an orphan's, its
+recorded receive), computed when asked. The verification of fifo and the
+causal protocols runs as the replay takes messages (`V_*`): per channel the
+latest send taken (FIFO), or the receiver's vector clock and the sender's
+clock carried by each send event still in flight (causal order, Schiper, Eggli
+& Sandoz Proposition 2), so no vector clock is kept per event. Total order and
+`none`'s exactness are checked from the per-message columns afterwards.
 
 Numba keys a function's disk cache on its own source file; the loop here
-inlines the protocols' hooks, so `_ProtocolStampedLocator` adds the protocol
-modules' files to this module's stamp: editing a hook recompiles the loop.
+inlines the protocols' hooks, and the protocols' helpers call the loop's
+functions, so `_WingStampedLocator` stamps both with all of their files:
+editing either recompiles what depends on it.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import sys
+import zlib
 from collections import namedtuple
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numba import njit, types
 from numba.core import caching
 from numba.experimental import structref
-from numba.extending import overload
-from numba.typed import Dict, List
+from numba.extending import intrinsic, overload
+from numba.np.numpy_support import carray
 
-from causal_spark.anomalies.kernel import overtaking
-from causal_spark.clocks.kernel import vector_clocks
 from causal_spark.replay_engine import (
     EXTERNAL,
     INTERNAL,
-    KIND_CODES,
     RECEIVE,
     SEND,
     STATUS_DEADLOCK,
@@ -62,16 +67,23 @@ from causal_spark.replay_engine import (
     STATUS_NOT_APPLICABLE,
     STATUS_OK,
     STATUS_STALLED,
-    Run,
-    TraceShapeError,
     accounting_error,
+    makespan_figures,
 )
+from causal_spark.replay_layout import CompiledTrace, layout
+
+__all__ = ["CompiledRun", "CompiledTrace", "layout", "replay_compiled", "warm_up"]
 
 
-class _ProtocolStampedLocator:
-    """Numba's usual cache locator for this module, stamped with the protocol modules too."""
+class _WingStampedLocator:
+    """Numba's usual cache locator for the loop's and the protocols' functions, stamped with
+    all of their files: the loop inlines the protocols' hooks and the protocols' helpers
+    call the loop's, so editing any of them recompiles what depends on it. The stamp's hash
+    is in the cache files' names too, so an index written by older code (whose pickled
+    types may name classes that are gone) is never read."""
 
-    _protocols = os.path.join(os.path.dirname(os.path.abspath(__file__)), "protocols")
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _protocols = os.path.join(_here, "protocols")
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -79,17 +91,33 @@ class _ProtocolStampedLocator:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    @classmethod
+    def _files(cls) -> list[str]:
+        found = sorted(
+            os.path.join(cls._protocols, name)
+            for name in os.listdir(cls._protocols)
+            if name.endswith(".py")
+        )
+        return [os.path.join(cls._here, "replay_loop.py"), *found]
+
+    @classmethod
+    def _wing_stamp(cls) -> tuple[tuple[str, float, int], ...]:
+        out = []
+        for path in cls._files():
+            st = os.stat(path)
+            out.append((os.path.basename(path), st.st_mtime, st.st_size))
+        return tuple(out)
+
     def get_source_stamp(self) -> Any:
-        stamps = []
-        for name in sorted(os.listdir(self._protocols)):
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(self._protocols, name))
-                stamps.append((name, st.st_mtime, st.st_size))
-        return (self._inner.get_source_stamp(), tuple(stamps))
+        return (self._inner.get_source_stamp(), self._wing_stamp())
+
+    def get_disambiguator(self) -> str:
+        digest = zlib.crc32(repr(self._wing_stamp()).encode())
+        return f"{self._inner.get_disambiguator()}-{digest:08x}"
 
     @classmethod
     def from_function(cls, py_func: Any, py_file: str) -> Any:
-        if os.path.abspath(py_file) != os.path.abspath(__file__):
+        if os.path.abspath(py_file) not in cls._files():
             return None
         for base in _LOCATORS:
             if base is not cls:
@@ -100,42 +128,40 @@ class _ProtocolStampedLocator:
 
 
 _LOCATORS: list[Any] = caching.CacheImpl._locator_classes
-if _ProtocolStampedLocator not in _LOCATORS:
-    _LOCATORS.insert(0, _ProtocolStampedLocator)
+if _WingStampedLocator not in _LOCATORS:
+    _LOCATORS.insert(0, _WingStampedLocator)
 
 # program states, heap priorities and item kinds (as in replay_engine)
 READY, WAIT_RECEIVE, WAIT_SEND, DONE = 0, 1, 2, 3
 ARRIVAL, STEP = 0, 1
 ITEM_STEP, ITEM_APP, ITEM_EXT, ITEM_CTL = 0, 1, 2, 3
-LAST = 1 << 62
-# heap integer columns
-H_LAM, H_PRIO, H_KEY, H_ORDER, H_SEQ, H_ITEM, H_CKIND, H_A, H_B, H_C = range(10)
-_H_WIDTH = 10
+LAST = 1 << 61  # the Lamport clock of items that stand for no recorded event
+_LOW = 40  # bits of the insertion number or receive lseq in the third heap key
+# a message's state
+M_NONE, M_POSTED, M_PENDING, M_READY, M_TAKEN = 0, 1, 2, 3, 4
 # engine counters
-K_CONTROL, K_CONTROL_INTS, K_MAX_BUFFER, K_SEQ, K_HEAP, K_EXEC = range(6)
+(K_CONTROL, K_CONTROL_INTS, K_MAX_BUFFER, K_SEQ, K_HEAP, K_SLOTS, K_FREE, K_VIOLATED,
+ K_HEAP_CAP, K_SLOTS_CAP) = range(10)  # fmt: skip
 # flags
-F_CAUSAL, F_FIFO_TRANSPORT, F_P2P, F_SELECTIVE = range(4)
-# the executed program, per entry: internal, a send event (its copies), one copy, a receive
-EX_INTERNAL, EX_SEND_EVENT, EX_SEND_COPY, EX_RECEIVE = 0, 1, 2, 3
+F_CAUSAL, F_FIFO_TRANSPORT, F_P2P, F_SELECTIVE, F_VERIFY = range(5)
+# what the replay checks as it runs (flags[F_VERIFY])
+V_NONE, V_FIFO, V_CAUSAL = 0, 1, 2
+# what a protocol's `c_next` answers when it does not know the one copy it may deliver
+SCAN = -2
 
-Layout = namedtuple(
-    "Layout",
-    "n ev_start kind lseq lamport gap copy_start copy_msg take "
-    "src dst send_lseq recv_lseq latency arrival rec_send rec_recv "
-    "ch_keys ch_lat trace_lat start",
-)
 Eng = namedtuple(
     "Eng",
-    "flags send_t post_t arr_t del_t take_t taken_by pig "
-    "pc state now pend_head pend_tail pend_count pnext pprev "
-    "rdy_head rdy_tail rnext cnt hf hi chan_last scratch ex_p ex_what ex_val default_latency",
+    "flags send_t post_t del_t take_t mst taken_by pig pnext pprev "
+    "pc state now pend_head pend_tail pend_count pend_bypass rdy_head rdy_tail cnt "
+    "ht hk1 hk2 hs q_item q_kind q_a q_b q_c q_free chan_last scratch default_latency "
+    "ex_count ex_send chan_max vc vpool vslot",
 )
 
 
-# The loop's functions take the trace and the engine state as StructRefs: one pointer per
-# call. As namedtuples of some 50 arrays they were passed member by member, hundreds of
-# machine words per call, which cost more than the work of an event. Python keeps the
-# namedtuples above (same arrays, so the loop's writes show there).
+# The loop's functions take the trace, the engine state and pools as StructRefs: one pointer
+# per call. As namedtuples of dozens of arrays they were passed member by member, hundreds of
+# machine words per call, which cost more than the work of an event; a StructRef's fields can
+# also be replaced (a heap or a pool grows). Python keeps the namedtuples (same arrays).
 
 
 @structref.register
@@ -158,384 +184,335 @@ class EngRef(structref.StructRefProxy):
     """The engine state (`Eng`) as the loop sees it."""
 
 
-structref.define_proxy(LayoutRef, _LayoutType, list(Layout._fields))  # type: ignore[no-untyped-call]
-structref.define_proxy(EngRef, _EngType, list(Eng._fields))  # type: ignore[no-untyped-call]
+@structref.register
+class _PoolType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+
+
+class PoolRef(structref.StructRefProxy):
+    """Fixed-width integer rows, each shared by some holders (`new_pool`)."""
+
+
+@structref.register
+class _GridType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+
+
+class GridRef(structref.StructRefProxy):
+    """A fixed number of integer rows whose width doubles on demand (`new_grid`)."""
+
+
+_LAYOUT_FIELDS = (
+    "n", "ev_start", "kind", "lamport", "etime", "copy_start", "take", "src", "dst",
+    "send_ev", "recv_ev", "latency", "ch_keys", "ch_lat", "trace_lat", "start", "messages",
+)  # fmt: skip
+structref.define_proxy(LayoutRef, _LayoutType, list(_LAYOUT_FIELDS))  # type: ignore[no-untyped-call]
+# the heap's and its payloads' columns grow: the engine holds each as an array (`<name>_a`,
+# which keeps it alive) and the pointer the loop indexes (`<name>`)
+_GROWING = ("ht", "hk1", "hk2", "hs", "q_item", "q_kind", "q_a", "q_b", "q_c", "q_free")
+_ENG_FIELDS = [*Eng._fields, *(f"{name}_a" for name in _GROWING)]
+structref.define_proxy(EngRef, _EngType, _ENG_FIELDS)  # type: ignore[no-untyped-call]
+# rows, refs and free are the arrays (they keep the memory); data, refs_p and free_p their
+# pointers, which the loop indexes
+structref.define_proxy(  # type: ignore[no-untyped-call]
+    PoolRef, _PoolType, ["rows", "refs", "free", "top", "width", "data", "refs_p", "free_p"]
+)
+
+
+def _intrinsic(fn: Any) -> Any:
+    """`numba.extending.intrinsic`, seen by mypy as what it is called with in compiled code
+    (the typing context is Numba's argument, not the caller's)."""
+    return intrinsic(fn)
+
+
+@_intrinsic
+def _address(typingctx, array):  # type: ignore[no-untyped-def]
+    """The data pointer of a contiguous array: the loop indexes it without counting
+    references (the arrays stay alive in the Python-side namedtuple while it runs)."""
+    sig = types.CPointer(array.dtype)(array)  # type: ignore[no-untyped-call]
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return context.make_array(array)(context, builder, args[0]).data
+
+    return sig, codegen
+
+
+# Per-message, per-event and per-process columns are raw pointers in the StructRefs: each
+# access to an array member of a StructRef counts a reference (an atomic increment and
+# decrement), which cost more than the work of most events. The arrays that grow (the heap,
+# its payloads, pools) stay arrays.
 
 
 @njit(cache=True)
 def _layout_ref(lay):  # type: ignore[no-untyped-def]
     return LayoutRef(  # type: ignore[no-untyped-call]
-        lay.n,
-        lay.ev_start,
-        lay.kind,
-        lay.lseq,
-        lay.lamport,
-        lay.gap,
-        lay.copy_start,
-        lay.copy_msg,
-        lay.take,
-        lay.src,
-        lay.dst,
-        lay.send_lseq,
-        lay.recv_lseq,
-        lay.latency,
-        lay.arrival,
-        lay.rec_send,
-        lay.rec_recv,
-        lay.ch_keys,
-        lay.ch_lat,
-        lay.trace_lat,
-        lay.start,
-    )
+        lay.n, _address(lay.ev_start), _address(lay.kind), _address(lay.lamport),
+        _address(lay.etime), _address(lay.copy_start), _address(lay.take), _address(lay.src),
+        _address(lay.dst), _address(lay.send_ev), _address(lay.recv_ev),
+        _address(lay.latency), lay.ch_keys, lay.ch_lat, lay.trace_lat, lay.start,
+        len(lay.src),
+    )  # fmt: skip
 
 
 @njit(cache=True)
-def _eng_ref(eng):  # type: ignore[no-untyped-def]
+def _eng_ref(e):  # type: ignore[no-untyped-def]
     return EngRef(  # type: ignore[no-untyped-call]
-        eng.flags,
-        eng.send_t,
-        eng.post_t,
-        eng.arr_t,
-        eng.del_t,
-        eng.take_t,
-        eng.taken_by,
-        eng.pig,
-        eng.pc,
-        eng.state,
-        eng.now,
-        eng.pend_head,
-        eng.pend_tail,
-        eng.pend_count,
-        eng.pnext,
-        eng.pprev,
-        eng.rdy_head,
-        eng.rdy_tail,
-        eng.rnext,
-        eng.cnt,
-        eng.hf,
-        eng.hi,
-        eng.chan_last,
-        eng.scratch,
-        eng.ex_p,
-        eng.ex_what,
-        eng.ex_val,
-        eng.default_latency,
-    )
+        _address(e.flags), _address(e.send_t), _address(e.post_t), _address(e.del_t),
+        _address(e.take_t), _address(e.mst), _address(e.taken_by), _address(e.pig),
+        _address(e.pnext), _address(e.pprev), _address(e.pc), _address(e.state),
+        _address(e.now), _address(e.pend_head), _address(e.pend_tail),
+        _address(e.pend_count), _address(e.pend_bypass), _address(e.rdy_head),
+        _address(e.rdy_tail), _address(e.cnt),
+        _address(e.ht), _address(e.hk1), _address(e.hk2), _address(e.hs), _address(e.q_item),
+        _address(e.q_kind), _address(e.q_a), _address(e.q_b), _address(e.q_c),
+        _address(e.q_free), _address(e.chan_last), _address(e.scratch), e.default_latency,
+        _address(e.ex_count), _address(e.ex_send), _address(e.chan_max), e.vc, e.vpool,
+        _address(e.vslot), e.ht, e.hk1, e.hk2, e.hs, e.q_item, e.q_kind, e.q_a, e.q_b, e.q_c,
+        e.q_free,
+    )  # fmt: skip
 
 
-@dataclass
-class CompiledTrace:
-    """One trace laid out for the compiled loop, with what the tables need about it."""
-
-    trace_id: str
-    names: list[str]
-    msg_id: list[str]
-    layout: Any  # Layout
-    start: float
-    end: float
-    skewed: bool
-    timebase: str
-
-    @property
-    def n(self) -> int:
-        return len(self.names)
-
-    @property
-    def lost(self) -> int:
-        lay = self.layout
-        return int(np.count_nonzero((lay.send_lseq >= 0) & np.isnan(lay.latency)))
-
-    def events_of(self, p: int) -> range:
-        return range(int(self.layout.ev_start[p]), int(self.layout.ev_start[p + 1]))
-
-
-# ---- building a layout from rows ---------------------------------------------------------
-
-
-_BAD_ROW, _JUMP, _TWO_ROWS, _NO_MSG_ID = 1, 2, 3, 4
-_KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
+structref.define_proxy(GridRef, _GridType, ["cells", "width", "data"])  # type: ignore[no-untyped-call]
 
 
 @njit(cache=True)
-def _build(p_of, q_of, code_of, time_of, lam_of, mcode_of, peer_of, out_ev, out_msg):  # type: ignore[no-untyped-def]
-    """Fill the event columns (out_ev) and message columns (out_msg) from the sorted rows.
-
-    Returns (error, row, last lseq, events, copies, messages); error 0 when the rows form
-    programs. Messages are numbered by first appearance, as the reference does.
-    """
-    ev_p, kind, lseq, lamport, copy_start, copy_msg, take, last = out_ev
-    src, dst, send_lseq, recv_lseq, send_time, recv_time, remap, first_code, etime = out_msg
-    events = 0
-    copies = 0
-    messages = 0
-    for row in range(len(p_of)):
-        p = p_of[row]
-        q = q_of[row]
-        code = code_of[row]
-        if code < 0 or p < 0 or p >= len(last):
-            return _BAD_ROW, row, 0, events, copies, messages
-        if last[p] != q:
-            if q != last[p] + 1:
-                return _JUMP, row, last[p], events, copies, messages
-            ev_p[events] = p
-            kind[events] = code
-            lseq[events] = q
-            lamport[events] = lam_of[row]
-            etime[events] = time_of[row]
-            copy_start[events] = copies
-            events += 1
-            copy_start[events] = copies
-            last[p] = q
-        elif code != SEND or kind[events - 1] != SEND:
-            return _TWO_ROWS, row, 0, events, copies, messages
-        if code == INTERNAL:
-            continue
-        c = mcode_of[row]
-        if c < 0:
-            return _NO_MSG_ID, row, 0, events, copies, messages
-        m = remap[c]
-        if m < 0:
-            m = remap[c] = messages
-            first_code[messages] = c
-            messages += 1
-        if code == SEND:
-            src[m] = p
-            dst[m] = peer_of[row]
-            send_lseq[m] = q
-            send_time[m] = time_of[row]
-            copy_msg[copies] = m
-            copies += 1
-            copy_start[events] = copies
-        else:
-            if send_lseq[m] < 0:
-                src[m] = peer_of[row] if peer_of[row] >= 0 else EXTERNAL
-            dst[m] = p
-            recv_lseq[m] = q
-            recv_time[m] = time_of[row]
-            take[events - 1] = m
-    return 0, 0, 0, events, copies, messages
-
-
-def layout(
-    trace_id: str,
-    names: Sequence[str],
-    pidx: np.ndarray,
-    lseq: np.ndarray,
-    kind: Sequence[str] | np.ndarray,
-    ts: np.ndarray,
-    lamport: np.ndarray,
-    msg_id: Sequence[str | None],
-    peer: np.ndarray,
-    msg_codes: tuple[list[str], np.ndarray] | None = None,
-) -> CompiledTrace:
-    """One trace's rows (as `replay_engine.build_trace` takes them) laid out for the loop.
-
-    `kind` may be the strings or their `KIND_CODES` (-1: unknown); `msg_codes`,
-    when given, replaces `msg_id` by (distinct ids, per-row index or -1), as
-    Arrow's dictionary encoding gives them. Raises `TraceShapeError` with the
-    reference's message when the rows cannot form programs.
-    """
-    n = len(names)
-    pidx = np.asarray(pidx, dtype=np.int64)
-    lseq = np.asarray(lseq, dtype=np.int64)
-    ts = np.asarray(ts, dtype=np.float64)
-    lamport = np.asarray(lamport, dtype=np.int64)
-    peer = np.asarray(peer, dtype=np.int64)
-    if isinstance(kind, np.ndarray) and kind.dtype.kind == "i":
-        codes = kind.astype(np.int64)
-        kind_text = None
-    else:
-        kind_text = list(kind)
-        codes = np.asarray([KIND_CODES.get(k, -1) for k in kind_text], dtype=np.int64)
-    ids, mcode = msg_codes if msg_codes is not None else _factorize(msg_id)
-    mcode = np.asarray(mcode, dtype=np.int64)
-    use_ts = len(ts) > 0 and not np.isnan(ts).any()
-    time = ts if use_ts else lamport.astype(np.float64)
-    order = np.lexsort((peer, lseq, pidx))
-    rows = len(order)
-    codes_count = len(ids)
-
-    def filled(size: int, value: float, dtype: type = np.int64) -> np.ndarray:
-        return np.full(size, value, dtype=dtype)
-
-    out_ev = (
-        filled(rows, 0), filled(rows, 0), filled(rows, 0), filled(rows, 0),
-        filled(rows + 1, 0), filled(rows, 0), filled(rows, -1), filled(n, 0),
+def _pool_ref(rows, refs, free):  # type: ignore[no-untyped-def]
+    return PoolRef(  # type: ignore[no-untyped-call]
+        rows, refs, free, len(free), rows.shape[1], _address(rows.ravel()), _address(refs),
+        _address(free),
     )  # fmt: skip
-    out_msg = (
-        filled(codes_count, EXTERNAL), filled(codes_count, -1), filled(codes_count, -1),
-        filled(codes_count, -1), filled(codes_count, np.nan, np.float64),
-        filled(codes_count, np.nan, np.float64), filled(codes_count, -1),
-        filled(codes_count, 0), filled(rows, np.nan, np.float64),
-    )  # fmt: skip
-    error, at, before, events, copies, messages = _build(
-        pidx[order], lseq[order], codes[order], time[order], lamport[order], mcode[order],
-        peer[order], out_ev, out_msg,
-    )  # fmt: skip
-    if error:
-        row = int(order[at])
-        p = int(pidx[row])
-        what = kind_text[row] if kind_text is not None else _KIND_NAMES.get(int(codes[row]), "?")
-        if error == _BAD_ROW:
-            raise TraceShapeError(f"trace {trace_id}: bad event row (process {p}, kind {what})")
-        name = names[p]
-        if error == _JUMP:
-            raise TraceShapeError(
-                f"trace {trace_id}: process {name} jumps to lseq {lseq[row]} after {before}"
-            )
-        if error == _TWO_ROWS:
-            raise TraceShapeError(f"trace {trace_id}: two rows for event {name}#{lseq[row]}")
-        raise TraceShapeError(f"trace {trace_id}: {what} {name}#{lseq[row]} has no msg_id")
-    ev_p, ekind, elseq, elam, copy_start, copy_msg, take, _ = out_ev
-    src, dst, send_lseq, recv_lseq, send_time, recv_time, _, first_code, etime = out_msg
-    ev_p, ekind, elseq, elam, etime, take = (
-        a[:events] for a in (ev_p, ekind, elseq, elam, etime, take)
-    )
-    copy_start, copy_msg = copy_start[: events + 1], copy_msg[:copies]
-    src, dst, send_lseq, recv_lseq, send_time, recv_time = (
-        a[:messages] for a in (src, dst, send_lseq, recv_lseq, send_time, recv_time)
-    )
-    ev_start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ev_p, minlength=n), out=ev_start[1:])
-    start = float(etime.min()) if events else 0.0
-    end = float(etime.max()) if events else 0.0
-    previous = np.full(events, start)
-    follows = np.ones(events, dtype=bool)
-    follows[ev_start[:-1][ev_start[:-1] < events]] = False
-    previous[1:][follows[1:]] = etime[:-1][follows[1:]]
-    gap = etime - previous
-    skewed = bool((gap < 0).any())
-    gap = np.maximum(gap, 0.0)
-    both = (send_lseq >= 0) & (recv_lseq >= 0)
-    latency = np.full(messages, np.nan)
-    latency[both] = recv_time[both] - send_time[both]
-    skewed = skewed or bool((latency[both] < 0).any())
-    latency[both] = np.maximum(latency[both], 0.0)
-    arrival = np.where((send_lseq < 0) & (recv_lseq >= 0), recv_time, np.nan)
-    keys = src[both] * max(n, 1) + dst[both]
-    ch_keys, ch_lat, trace_lat = _medians(keys, latency[both])
-    lay = Layout(
-        n, ev_start, ekind, elseq, elam, gap, copy_start, copy_msg, take,
-        src, dst, send_lseq, recv_lseq, latency, arrival,
-        np.where(send_lseq >= 0, send_time, np.nan), recv_time,
-        ch_keys, ch_lat, trace_lat, start,
-    )  # fmt: skip
-    return CompiledTrace(
-        trace_id=trace_id,
-        names=list(names),
-        msg_id=[ids[c] for c in first_code[:messages].tolist()],
-        layout=lay,
-        start=start,
-        end=end,
-        skewed=skewed,
-        timebase="ts" if use_ts else "lamport",
-    )
 
 
-def _factorize(msg_id: Sequence[str | None]) -> tuple[list[str], np.ndarray]:
-    index: dict[str, int] = {}
-    codes = np.empty(len(msg_id), dtype=np.int64)
-    for i, mid in enumerate(msg_id):
-        if mid is None:
-            codes[i] = -1
-        else:
-            codes[i] = index.setdefault(mid, len(index))
-    return list(index), codes
+# ---- a pool of fixed-width integer rows (a send event's snapshot, shared by its copies) ----
 
 
-def _medians(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Median latency per channel key (as np.median: the mean of the two middle values)."""
-    if len(values) == 0:
-        return np.empty(0, np.int64), np.empty(0, np.float64), math.nan
-    order = np.lexsort((values, keys))
-    k, v = keys[order], values[order]
-    first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-    count = np.diff(np.r_[first, len(k)])
-    low = first + (count - 1) // 2
-    high = first + count // 2
-    return k[first].copy(), (v[low] + v[high]) / 2.0, float(np.median(values))
+def new_pool(width: int, slots: int = 64, dtype: Any = np.int64) -> Any:
+    """A pool of `slots` rows of `width` integers (it doubles when full)."""
+    free = np.arange(slots - 1, -1, -1, dtype=np.int64)
+    return _pool_ref(np.zeros((slots, max(width, 1)), dtype), np.zeros(slots, np.int64), free)
 
 
-# ---- the heap ----------------------------------------------------------------------------
+@njit(cache=True)
+def _grow_pool(pool):  # type: ignore[no-untyped-def]
+    size = pool.rows.shape[0]
+    grown = np.zeros((2 * size, pool.width), pool.rows.dtype)
+    grown[:size] = pool.rows
+    pool.rows = grown
+    pool.data = _address(grown.ravel())
+    refs = np.zeros(2 * size, np.int64)
+    refs[:size] = pool.refs
+    pool.refs = refs
+    pool.refs_p = _address(refs)
+    free = np.empty(2 * size, np.int64)
+    for i in range(size):
+        free[i] = 2 * size - 1 - i
+    pool.free = free
+    pool.free_p = _address(free)
+    pool.top = size
 
 
 @njit(cache=True, inline="always")
-def _before(hf, hi, i, j):  # type: ignore[no-untyped-def]
-    if hf[i] != hf[j]:
-        return hf[i] < hf[j]
-    for c in range(H_SEQ + 1):
-        if hi[i, c] != hi[j, c]:
-            return hi[i, c] < hi[j, c]
-    return False
+def pool_take(pool, holders):  # type: ignore[no-untyped-def]
+    """A free row for `holders` copies (released when each has called pool_release). Rows
+    seen through `pool_row` before this call may have moved: take them again after it."""
+    if pool.top == 0:
+        _grow_pool(pool)
+    pool.top -= 1
+    slot = pool.free_p[pool.top]
+    pool.refs_p[slot] = holders
+    return slot
+
+
+@njit(cache=True, inline="always")
+def pool_release(pool, slot):  # type: ignore[no-untyped-def]
+    pool.refs_p[slot] -= 1
+    if pool.refs_p[slot] == 0:
+        pool.free_p[pool.top] = slot
+        pool.top += 1
+
+
+@_intrinsic
+def _shifted(typingctx, pointer, offset):  # type: ignore[no-untyped-def]
+    sig = pointer(pointer, types.intp)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.gep(args[0], [args[1]])
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def pool_row(pool, slot):  # type: ignore[no-untyped-def]
+    """Row `slot` of the pool, as a view of its memory (valid until the next pool_take)."""
+    return carray(_shifted(pool.data, slot * pool.width), pool.width)
+
+
+# ---- a grid: one growable row per process (a protocol's per-process heap) -----------------
+
+
+def new_grid(rows: int, width: int = 16) -> Any:
+    """`rows` rows of `width` int64, widened by `grid_widen`."""
+    return _grid_ref(np.zeros((max(rows, 1), width), np.int64))
 
 
 @njit(cache=True)
-def _swap(hf, hi, i, j):  # type: ignore[no-untyped-def]
-    hf[i], hf[j] = hf[j], hf[i]
-    for c in range(_H_WIDTH):
-        hi[i, c], hi[j, c] = hi[j, c], hi[i, c]
+def _grid_ref(cells):  # type: ignore[no-untyped-def]
+    return GridRef(cells, cells.shape[1], _address(cells.ravel()))  # type: ignore[no-untyped-call]
 
 
 @njit(cache=True)
-def push(eng, t, lam, prio, key, order, item, ckind, a, b, c):  # type: ignore[no-untyped-def]
-    """Schedule an item (a step, an arrival or a control message) at t."""
-    size = eng.cnt[K_HEAP]
-    hf = eng.hf[0]
-    hi = eng.hi[0]
-    if size == len(hf):
-        grown_f = np.empty(2 * len(hf), np.float64)
-        grown_i = np.empty((2 * len(hf), _H_WIDTH), np.int64)
-        grown_f[:size] = hf
-        grown_i[:size] = hi
-        eng.hf[0] = grown_f
-        eng.hi[0] = grown_i
-        hf, hi = grown_f, grown_i
-    eng.cnt[K_SEQ] += 1
-    hf[size] = t
-    row = hi[size]
-    row[H_LAM], row[H_PRIO], row[H_KEY], row[H_ORDER], row[H_SEQ] = (
-        lam,
-        prio,
-        key,
-        order,
-        eng.cnt[K_SEQ],
-    )
-    row[H_ITEM], row[H_CKIND], row[H_A], row[H_B], row[H_C] = item, ckind, a, b, c
-    eng.cnt[K_HEAP] = size + 1
+def grid_widen(grid):  # type: ignore[no-untyped-def]
+    """Double the width of every row (rows seen through `grid_row` before move)."""
+    rows, width = grid.cells.shape
+    grown = np.zeros((rows, 2 * width), np.int64)
+    grown[:, :width] = grid.cells
+    grid.cells = grown
+    grid.width = 2 * width
+    grid.data = _address(grown.ravel())
+
+
+@njit(cache=True, inline="always")
+def grid_row(grid, row):  # type: ignore[no-untyped-def]
+    """Row `row` of the grid, as a view of its memory (valid until it widens)."""
+    return carray(_shifted(grid.data, row * grid.width), grid.width)
+
+
+# ---- the heap --------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _before(t1, a1, b1, t2, a2, b2):  # type: ignore[no-untyped-def]
+    if t1 != t2:
+        return t1 < t2
+    if a1 != a2:
+        return a1 < a2
+    return b1 < b2
+
+
+@njit(cache=True)
+def _grown(values):  # type: ignore[no-untyped-def]
+    out = np.empty(2 * len(values), values.dtype)
+    out[: len(values)] = values
+    return out
+
+
+@njit(cache=True)
+def _grow_heap(eng):  # type: ignore[no-untyped-def]
+    eng.ht_a = _grown(eng.ht_a)
+    eng.ht = _address(eng.ht_a)
+    eng.hk1_a = _grown(eng.hk1_a)
+    eng.hk1 = _address(eng.hk1_a)
+    eng.hk2_a = _grown(eng.hk2_a)
+    eng.hk2 = _address(eng.hk2_a)
+    eng.hs_a = _grown(eng.hs_a)
+    eng.hs = _address(eng.hs_a)
+    eng.cnt[K_HEAP_CAP] = len(eng.ht_a)
+
+
+@njit(cache=True)
+def _grow_slots(eng):  # type: ignore[no-untyped-def]
+    eng.q_item_a = _grown(eng.q_item_a)
+    eng.q_item = _address(eng.q_item_a)
+    eng.q_kind_a = _grown(eng.q_kind_a)
+    eng.q_kind = _address(eng.q_kind_a)
+    eng.q_a_a = _grown(eng.q_a_a)
+    eng.q_a = _address(eng.q_a_a)
+    eng.q_b_a = _grown(eng.q_b_a)
+    eng.q_b = _address(eng.q_b_a)
+    eng.q_c_a = _grown(eng.q_c_a)
+    eng.q_c = _address(eng.q_c_a)
+    eng.q_free_a = _grown(eng.q_free_a)
+    eng.q_free = _address(eng.q_free_a)
+    eng.cnt[K_SLOTS_CAP] = len(eng.q_item_a)
+
+
+@njit(cache=True)
+def push(eng, t, lam, prio, key, low, item, ckind, a, b, c):  # type: ignore[no-untyped-def]
+    """Schedule an item (a step, an arrival or a control message) at t; `low` < 0: order
+    it by insertion among items of the same (t, lam, prio, key)."""
+    cnt = eng.cnt
+    if cnt[K_FREE] > 0:
+        cnt[K_FREE] -= 1
+        slot = eng.q_free[cnt[K_FREE]]
+    else:
+        if cnt[K_SLOTS] == cnt[K_SLOTS_CAP]:
+            _grow_slots(eng)
+        slot = cnt[K_SLOTS]
+        cnt[K_SLOTS] += 1
+    q_item, q_kind, q_a, q_b, q_c = eng.q_item, eng.q_kind, eng.q_a, eng.q_b, eng.q_c
+    q_item[slot] = item
+    q_kind[slot] = ckind
+    q_a[slot] = a
+    q_b[slot] = b
+    q_c[slot] = c
+    cnt[K_SEQ] += 1
+    if low < 0:
+        low = cnt[K_SEQ]
+    k1 = lam * 2 + prio
+    k2 = (key << _LOW) | low
+    size = cnt[K_HEAP]
+    if size == cnt[K_HEAP_CAP]:
+        _grow_heap(eng)
+    cnt[K_HEAP] = size + 1
+    ht, hk1, hk2, hs = eng.ht, eng.hk1, eng.hk2, eng.hs
     i = size
     while i > 0:
         parent = (i - 1) >> 1
-        if not _before(hf, hi, i, parent):
+        if not _before(t, k1, k2, ht[parent], hk1[parent], hk2[parent]):
             break
-        _swap(hf, hi, i, parent)
+        ht[i] = ht[parent]
+        hk1[i] = hk1[parent]
+        hk2[i] = hk2[parent]
+        hs[i] = hs[parent]
         i = parent
+    ht[i] = t
+    hk1[i] = k1
+    hk2[i] = k2
+    hs[i] = slot
 
 
 @njit(cache=True)
-def _pop(eng, out):  # type: ignore[no-untyped-def]
-    """Remove the first item into out (its integer columns); return its time."""
-    hf = eng.hf[0]
-    hi = eng.hi[0]
+def _pop(eng):  # type: ignore[no-untyped-def]
+    """Remove the first item; returns its time, key and payload (its slot is freed)."""
+    ht, hk1, hk2, hs = eng.ht, eng.hk1, eng.hk2, eng.hs
+    t0 = ht[0]
+    key = hk2[0] >> _LOW
+    slot = hs[0]
+    payload = (eng.q_item[slot], eng.q_kind[slot], eng.q_a[slot], eng.q_b[slot], eng.q_c[slot])
+    cnt = eng.cnt
+    eng.q_free[cnt[K_FREE]] = slot
+    cnt[K_FREE] += 1
     size = eng.cnt[K_HEAP] - 1
-    t = hf[0]
-    out[:] = hi[0]
     eng.cnt[K_HEAP] = size
     if size > 0:
-        hf[0] = hf[size]
-        hi[0] = hi[size]
+        t = ht[size]
+        k1 = hk1[size]
+        k2 = hk2[size]
+        s = hs[size]
         i = 0
         while True:
-            left = 2 * i + 1
-            if left >= size:
+            child = 2 * i + 1
+            if child >= size:
                 break
-            best = left
-            if left + 1 < size and _before(hf, hi, left + 1, left):
-                best = left + 1
-            if not _before(hf, hi, best, i):
+            right = child + 1
+            if right < size and _before(
+                ht[right], hk1[right], hk2[right], ht[child], hk1[child], hk2[child]
+            ):
+                child = right
+            if not _before(ht[child], hk1[child], hk2[child], t, k1, k2):
                 break
-            _swap(hf, hi, i, best)
-            i = best
-    return t
+            ht[i] = ht[child]
+            hk1[i] = hk1[child]
+            hk2[i] = hk2[child]
+            hs[i] = hs[child]
+            i = child
+        ht[i] = t
+        hk1[i] = k1
+        hk2[i] = k2
+        hs[i] = s
+    return t0, key, payload[0], payload[1], payload[2], payload[3], payload[4]
 
 
 # ---- protocol hooks: generic stubs resolved per State type -----------------------------
@@ -568,6 +545,10 @@ def _delivered(st: Any, eng: Any, lay: Any, p: Any, m: Any, t: Any) -> Any:
 
 
 def _taken(st: Any, eng: Any, lay: Any, p: Any, m: Any, t: Any) -> Any:
+    raise NotImplementedError
+
+
+def _next(st: Any, eng: Any, lay: Any, p: Any) -> Any:
     raise NotImplementedError
 
 
@@ -608,6 +589,11 @@ def default_taken(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     return
 
 
+@njit(cache=True)
+def default_next(st, eng, lay, p):  # type: ignore[no-untyped-def]
+    return SCAN
+
+
 _DEFAULTS = {
     "send": default_send,
     "arrived": default_arrived,
@@ -616,6 +602,7 @@ _DEFAULTS = {
     "deliverable": default_deliverable,
     "delivered": default_delivered,
     "taken": default_taken,
+    "next": default_next,
 }
 
 
@@ -671,10 +658,16 @@ def _ov_taken(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     return f.py_func
 
 
+@overload(_next)
+def _ov_next(st, eng, lay, p):  # type: ignore[no-untyped-def]
+    f = _hook(st, "next")
+    return f.py_func
+
+
 # ---- what protocols call -----------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def control_latency(eng, lay, sender, dst):  # type: ignore[no-untyped-def]
     key = sender * max(lay.n, 1) + dst
     keys = lay.ch_keys
@@ -686,36 +679,38 @@ def control_latency(eng, lay, sender, dst):  # type: ignore[no-untyped-def]
     return eng.default_latency
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _arrive_at(eng, lay, sender, dst, t, item, ckind, a, b, c):  # type: ignore[no-untyped-def]
-    if eng.flags[F_FIFO_TRANSPORT]:
-        key = sender * max(lay.n, 1) + dst
-        last = eng.chan_last.get(key, -np.inf)
+    fifo = eng.flags[F_FIFO_TRANSPORT] != 0
+    if fifo:
+        key = sender * lay.n + dst
+        last = eng.chan_last[key]
         if last > t:
             t = last
         eng.chan_last[key] = t
-    order = LAST
+    low = -1
     lam = LAST
-    if item == ITEM_APP and not eng.flags[F_FIFO_TRANSPORT]:
-        received = lay.recv_lseq[a]
+    if item == ITEM_APP and not fifo:
+        received = lay.recv_ev[a]
         if received >= 0:
-            order = received
-            lam = lay.lamport[lay.ev_start[dst] + received - 1]
-    push(eng, t, lam, ARRIVAL, dst, order, item, ckind, a, b, c)
+            low = received - lay.ev_start[dst] + 1
+            lam = lay.lamport[received]
+    push(eng, t, lam, ARRIVAL, dst, low, item, ckind, a, b, c)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def post(eng, lay, m, sender, t, ints):  # type: ignore[no-untyped-def]
     """Put application copy m on the network at t from `sender`, carrying `ints` integers."""
     eng.post_t[m] = t
     eng.pig[m] = ints
+    eng.mst[m] = M_POSTED
     latency = lay.latency[m]
     if np.isnan(latency):
         return  # lost: it never arrives
     _arrive_at(eng, lay, sender, lay.dst[m], t + latency, ITEM_APP, 0, m, 0, 0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def control(eng, lay, sender, dst, t, ckind, ints, a, b, c):  # type: ignore[no-untyped-def]
     """Send a control message of kind `ckind` with payload (a, b, c) counted as `ints`."""
     eng.cnt[K_CONTROL] += 1
@@ -724,39 +719,57 @@ def control(eng, lay, sender, dst, t, ckind, ints, a, b, c):  # type: ignore[no-
     _arrive_at(eng, lay, sender, dst, t + latency, ITEM_CTL, ckind, a, b, c)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def pending(eng, m):  # type: ignore[no-untyped-def]
+    """Copy m arrived and is not delivered yet."""
+    return eng.mst[m] == M_PENDING
+
+
+@njit(cache=True, inline="always")
+def send_event(lay, m):  # type: ignore[no-untyped-def]
+    """The index of the send event of copy m (events by process, then lseq)."""
+    return lay.send_ev[m]
+
+
+@njit(cache=True, inline="always")
+def _gap(lay, p, e):  # type: ignore[no-untyped-def]
+    previous = lay.etime[e - 1] if e > lay.ev_start[p] else lay.start
+    gap = lay.etime[e] - previous
+    return gap if gap > 0.0 else 0.0
+
+
+@njit(cache=True, inline="always")
 def _schedule_step(eng, lay, p, t):  # type: ignore[no-untyped-def]
     lam = lay.lamport[lay.ev_start[p] + eng.pc[p]]
     push(eng, t, lam, STEP, p, 0, ITEM_STEP, 0, 0, 0, 0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _complete(eng, lay, p, t):  # type: ignore[no-untyped-def]
     eng.now[p] = t
     eng.pc[p] += 1
-    k = eng.pc[p]
-    e = lay.ev_start[p] + k
+    e = lay.ev_start[p] + eng.pc[p]
     if e < lay.ev_start[p + 1]:
-        gap = 0.0 if lay.kind[e] == RECEIVE else lay.gap[e]
+        gap = 0.0 if lay.kind[e] == RECEIVE else _gap(lay, p, e)
         _schedule_step(eng, lay, p, t + gap)
     else:
         eng.state[p] = DONE
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def resume(eng, lay, p, t):  # type: ignore[no-untyped-def]
     """A blocked sender's send event completes at t."""
     eng.state[p] = READY
     _complete(eng, lay, p, t)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def bypass(eng, lay, m):  # type: ignore[no-untyped-def]
     """Orphans' messages, and self-addressed ones under a causal protocol, skip the protocol."""
-    return lay.send_lseq[m] < 0 or (eng.flags[F_CAUSAL] != 0 and lay.src[m] == lay.dst[m])
+    return lay.send_ev[m] < 0 or (eng.flags[F_CAUSAL] != 0 and lay.src[m] == lay.dst[m])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def queue_append(head, tail, nxt, p, m):  # type: ignore[no-untyped-def]
     """Append m to p's FIFO queue, a linked list over message indices (head/tail per process)."""
     nxt[m] = -1
@@ -767,7 +780,7 @@ def queue_append(head, tail, nxt, p, m):  # type: ignore[no-untyped-def]
     tail[p] = m
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def queue_pop(head, tail, nxt, p):  # type: ignore[no-untyped-def]
     """Remove and return the first message of p's queue (which must not be empty)."""
     m = head[p]
@@ -777,8 +790,10 @@ def queue_pop(head, tail, nxt, p):  # type: ignore[no-untyped-def]
     return m
 
 
-@njit(cache=True)
-def _unlink_pending(eng, p, m):  # type: ignore[no-untyped-def]
+@njit(cache=True, inline="always")
+def _unlink_pending(eng, lay, p, m):  # type: ignore[no-untyped-def]
+    if bypass(eng, lay, m):
+        eng.pend_bypass[p] -= 1
     before = eng.pprev[m]
     after = eng.pnext[m]
     if before >= 0:
@@ -792,20 +807,76 @@ def _unlink_pending(eng, p, m):  # type: ignore[no-untyped-def]
     eng.pend_count[p] -= 1
 
 
+# ---- the verification as the replay runs -------------------------------------------------
+
+
 @njit(cache=True)
-def _record(eng, p, what, value):  # type: ignore[no-untyped-def]
-    i = eng.cnt[K_EXEC]
-    eng.ex_p[i] = p
-    eng.ex_what[i] = what
-    eng.ex_val[i] = value
-    eng.cnt[K_EXEC] = i + 1
+def _exec_send(eng, lay, p, lo, hi):  # type: ignore[no-untyped-def]
+    """The send event of copies lo..hi enters p's replayed execution (one event, or one per
+    copy for point-to-point protocols); under V_CAUSAL its clock goes with the copies that
+    can be taken."""
+    if eng.flags[F_P2P]:
+        for m in range(lo, hi):
+            eng.ex_count[p] += 1
+            eng.ex_send[m] = eng.ex_count[p]
+    else:
+        eng.ex_count[p] += 1
+        for m in range(lo, hi):
+            eng.ex_send[m] = eng.ex_count[p]
+    if eng.flags[F_VERIFY] != V_CAUSAL:
+        return
+    holders = 0
+    for m in range(lo, hi):
+        if lay.dst[m] >= 0 and not np.isnan(lay.latency[m]):
+            holders += 1
+    if holders == 0:
+        return
+    slot = pool_take(eng.vpool, holders)
+    pool_row(eng.vpool, slot)[:] = eng.vc[p]
+    for m in range(lo, hi):
+        if lay.dst[m] >= 0 and not np.isnan(lay.latency[m]):
+            eng.vslot[m] = slot
+
+
+@njit(cache=True)
+def _exec_take(eng, lay, p, m):  # type: ignore[no-untyped-def]
+    """A receive of p took m: is m overtaken (FIFO: by a later send of its channel taken
+    before; causal: the receiver already knows its send), then p learns what m knew."""
+    eng.ex_count[p] += 1
+    if lay.send_ev[m] < 0:
+        return  # an orphan's message: no causal edge
+    s = lay.src[m]
+    k = eng.ex_send[m]
+    if eng.flags[F_VERIFY] == V_FIFO:
+        key = s * lay.n + p
+        if eng.chan_max[key] > k:
+            eng.cnt[K_VIOLATED] = 1
+        elif eng.chan_max[key] < k:
+            eng.chan_max[key] = k
+        return
+    mine = eng.vc[p]
+    if s != p and mine[s] >= k:
+        eng.cnt[K_VIOLATED] = 1
+    slot = eng.vslot[m]
+    row = pool_row(eng.vpool, slot)
+    for q in range(lay.n):
+        if row[q] > mine[q]:
+            mine[q] = row[q]
+    if k > mine[s]:
+        mine[s] = k
+    pool_release(eng.vpool, slot)
+
+
+# ---- the loop ----------------------------------------------------------------------------
 
 
 @njit(cache=True)
 def _take(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     eng.take_t[m] = t
-    eng.taken_by[m] = lay.lseq[lay.ev_start[p] + eng.pc[p]]
-    _record(eng, p, EX_RECEIVE, m)
+    eng.mst[m] = M_TAKEN
+    eng.taken_by[m] = eng.pc[p] + 1
+    if eng.flags[F_VERIFY] != V_NONE:
+        _exec_take(eng, lay, p, m)
     if not bypass(eng, lay, m):
         _taken(st, eng, lay, p, m, t)
 
@@ -815,7 +886,7 @@ def _try_take(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     if not eng.flags[F_SELECTIVE]:
         if eng.rdy_head[p] < 0:
             return False
-        m = queue_pop(eng.rdy_head, eng.rdy_tail, eng.rnext, p)
+        m = queue_pop(eng.rdy_head, eng.rdy_tail, eng.pnext, p)
         _take(st, eng, lay, p, m, t)
         return True
     recorded = lay.take[lay.ev_start[p] + eng.pc[p]]
@@ -826,7 +897,7 @@ def _try_take(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
         if lay.src[m] == source:
             skip = bypass(eng, lay, m)
             if skip or _deliverable(st, eng, lay, p, m):
-                _unlink_pending(eng, p, m)
+                _unlink_pending(eng, lay, p, m)
                 eng.del_t[m] = t
                 if not skip:
                     _delivered(st, eng, lay, p, m, t)
@@ -837,93 +908,60 @@ def _try_take(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     return False
 
 
+@njit(cache=True, inline="always")
+def _deliver(st, eng, lay, p, m, t, skip):  # type: ignore[no-untyped-def]
+    _unlink_pending(eng, lay, p, m)
+    eng.del_t[m] = t
+    eng.mst[m] = M_READY
+    queue_append(eng.rdy_head, eng.rdy_tail, eng.pnext, p, m)
+    if not skip:  # the state changed: held-back control messages, then copies
+        _delivered(st, eng, lay, p, m, t)
+        _settle(st, eng, lay, p, t)
+
+
 @njit(cache=True)
 def notify(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     """Protocol state at p changed: deliver what can be delivered, wake a blocked receive."""
     _settle(st, eng, lay, p, t)
     if not eng.flags[F_SELECTIVE]:
         # the earliest-arrived deliverable copy, then the scan starts again from the
-        # beginning (docs/replay.md): a delivery may enable an earlier copy
-        m = eng.pend_head[p]
-        while m >= 0:
-            following = eng.pnext[m]
-            skip = bypass(eng, lay, m)
-            if skip or _deliverable(st, eng, lay, p, m):
-                _unlink_pending(eng, p, m)
-                eng.del_t[m] = t
-                queue_append(eng.rdy_head, eng.rdy_tail, eng.rnext, p, m)
-                if not skip:  # the state changed: held-back control messages, then copies
-                    _delivered(st, eng, lay, p, m, t)
-                    _settle(st, eng, lay, p, t)
-                    following = eng.pend_head[p]
-            m = following
+        # beginning (docs/replay.md): a delivery may enable an earlier copy. A protocol that
+        # knows the one copy it may deliver (`c_next`) spares the scan, unless messages that
+        # skip the protocol are pending too
+        scan = True
+        while eng.pend_bypass[p] == 0:
+            m = _next(st, eng, lay, p)
+            if m == SCAN:
+                break
+            if m < 0:
+                scan = False
+                break
+            _deliver(st, eng, lay, p, m, t, False)
+        if scan:
+            m = eng.pend_head[p]
+            while m >= 0:
+                following = eng.pnext[m]
+                skip = bypass(eng, lay, m)
+                if skip or _deliverable(st, eng, lay, p, m):
+                    _deliver(st, eng, lay, p, m, t, skip)
+                    if not skip:
+                        following = eng.pend_head[p]
+                m = following
     if eng.state[p] == WAIT_RECEIVE and _try_take(st, eng, lay, p, t):
         eng.state[p] = READY
         _complete(eng, lay, p, t)
 
 
-# ---- a pool of fixed-width integer rows (a send event's snapshot, shared by its copies) ----
-
-Pool = namedtuple("Pool", "rows free refs")
-
-
-def new_pool(width: int, slots: int = 64) -> Any:
-    rows = List()
-    rows.append(np.zeros((slots, max(width, 1)), np.int64))
-    refs = List()
-    refs.append(np.zeros(slots, np.int64))
-    free = List()
-    for slot in range(slots - 1, -1, -1):
-        free.append(slot)
-    return Pool(rows, free, refs)
-
-
 @njit(cache=True)
-def pool_take(pool, holders):  # type: ignore[no-untyped-def]
-    """A free row for `holders` copies (released when each has called pool_release)."""
-    if len(pool.free) == 0:
-        old = pool.rows[0]
-        size = old.shape[0]
-        grown = np.zeros((2 * size, old.shape[1]), np.int64)
-        grown[:size] = old
-        pool.rows[0] = grown
-        refs = np.zeros(2 * size, np.int64)
-        refs[:size] = pool.refs[0]
-        pool.refs[0] = refs
-        for slot in range(2 * size - 1, size - 1, -1):
-            pool.free.append(slot)
-    slot = pool.free.pop()
-    pool.refs[0][slot] = holders
-    return slot
-
-
-@njit(cache=True)
-def pool_release(pool, slot):  # type: ignore[no-untyped-def]
-    refs = pool.refs[0]
-    refs[slot] -= 1
-    if refs[slot] == 0:
-        pool.free.append(slot)
-
-
-@njit(cache=True)
-def send_event(lay, m):  # type: ignore[no-untyped-def]
-    """The index of the send event of copy m."""
-    return lay.ev_start[lay.src[m]] + lay.send_lseq[m] - 1
-
-
-# ---- the loop ----------------------------------------------------------------------------
-
-
-@njit(cache=True)
-def _arrival(st, eng, lay, p, t, row):  # type: ignore[no-untyped-def]
-    item = row[H_ITEM]
+def _arrival(st, eng, lay, p, t, item, ckind, a, b, c):  # type: ignore[no-untyped-def]
     if item == ITEM_CTL:
-        _control(st, eng, lay, p, row[H_CKIND], row[H_A], row[H_B], row[H_C], t)
+        _control(st, eng, lay, p, ckind, a, b, c, t)
     else:
-        m = row[H_A]
-        # post + latency, also when a FIFO channel hands m over later (docs/replay.md)
-        eng.arr_t[m] = eng.post_t[m] + lay.latency[m] if item == ITEM_APP else t
-        if item == ITEM_APP and not bypass(eng, lay, m):
+        m = a
+        eng.mst[m] = M_PENDING
+        if bypass(eng, lay, m):
+            eng.pend_bypass[p] += 1
+        elif item == ITEM_APP:
             _arrived(st, eng, lay, p, m, t)
         eng.pnext[m] = -1
         eng.pprev[m] = eng.pend_tail[p]
@@ -943,33 +981,30 @@ def _step(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     e = lay.ev_start[p] + eng.pc[p]
     kind = lay.kind[e]
     if kind == INTERNAL:
-        _record(eng, p, EX_INTERNAL, e)
+        if eng.flags[F_VERIFY] != V_NONE:
+            eng.ex_count[p] += 1
         _complete(eng, lay, p, t)
     elif kind == SEND:
         lo = lay.copy_start[e]
         hi = lay.copy_start[e + 1]
         causal = eng.flags[F_CAUSAL] != 0
         own = 0
-        for i in range(lo, hi):
-            m = lay.copy_msg[i]
+        for m in range(lo, hi):
             eng.send_t[m] = t
-        for i in range(lo, hi):
-            m = lay.copy_msg[i]
+        if eng.flags[F_VERIFY] != V_NONE:
+            _exec_send(eng, lay, p, lo, hi)
+        for m in range(lo, hi):
             d = lay.dst[m]
             if d < 0:
                 eng.post_t[m] = t  # to a process without events: lost
                 eng.pig[m] = 0
+                eng.mst[m] = M_POSTED
             elif causal and d == p:
                 post(eng, lay, m, p, t, 0)
             else:
                 eng.scratch[own] = m
                 own += 1
-        if eng.flags[F_P2P]:
-            for i in range(lo, hi):
-                _record(eng, p, EX_SEND_COPY, lay.copy_msg[i])
-        else:
-            _record(eng, p, EX_SEND_EVENT, e)
-        if own == 0 or _send(st, eng, lay, p, eng.scratch[:own], t):
+        if own == 0 or _send(st, eng, lay, p, carray(eng.scratch, own), t):
             _complete(eng, lay, p, t)
         else:
             eng.state[p] = WAIT_SEND
@@ -978,66 +1013,160 @@ def _step(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
         notify(st, eng, lay, p, t)
 
 
+@_intrinsic
+def _pointers(typingctx, state):  # type: ignore[no-untyped-def]
+    """The protocol's State with each 1-D contiguous array as its data pointer (as the
+    engine's columns: no reference counted per access); other members as they are."""
+
+    def flat(t: Any) -> bool:
+        return isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C"
+
+    members = [types.CPointer(t.dtype) if flat(t) else t for t in state.types]  # type: ignore[no-untyped-call]
+    out = types.NamedTuple(members, state.instance_class)  # type: ignore[no-untyped-call]
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        values = []
+        for i, t in enumerate(state.types):
+            value = builder.extract_value(args[0], i)
+            if flat(t):
+                value = context.make_array(t)(context, builder, value).data
+            else:
+                context.nrt.incref(builder, t, value)
+            values.append(value)
+        return context.make_tuple(builder, out, values)
+
+    return out(state), codegen
+
+
 @njit(cache=True)
-def run_loop(st, eng, lay):  # type: ignore[no-untyped-def]
+def run_loop(state, eng, lay):  # type: ignore[no-untyped-def]
     """Run the programs to the end (or until every process waits for ever)."""
+    st = _pointers(state)
     n = lay.n
     for p in range(n):
         e = lay.ev_start[p]
         if e < lay.ev_start[p + 1]:
-            first = lay.gap[e] if lay.kind[e] != RECEIVE else 0.0
+            first = _gap(lay, p, e) if lay.kind[e] != RECEIVE else 0.0
             _schedule_step(eng, lay, p, lay.start + first)
-    for m in range(len(lay.arrival)):
-        at = lay.arrival[m]
-        d = lay.dst[m]
-        if not np.isnan(at) and d >= 0:
-            lam = lay.lamport[lay.ev_start[d] + lay.recv_lseq[m] - 1]
-            push(eng, at, lam, ARRIVAL, d, lay.recv_lseq[m], ITEM_EXT, 0, m, 0, 0)
-    row = np.empty(_H_WIDTH, np.int64)
+    for m in range(lay.messages):
+        if lay.send_ev[m] < 0 and lay.recv_ev[m] >= 0:  # an orphan's message
+            at = lay.recv_ev[m]
+            d = lay.dst[m]
+            low = at - lay.ev_start[d] + 1
+            push(eng, lay.etime[at], lay.lamport[at], ARRIVAL, d, low, ITEM_EXT, 0, m, 0, 0)
     while eng.cnt[K_HEAP] > 0:
-        t = _pop(eng, row)
-        p = row[H_KEY]
-        if row[H_ITEM] == ITEM_STEP:
+        t, p, item, ckind, a, b, c = _pop(eng)
+        if item == ITEM_STEP:
             _step(st, eng, lay, p, t)
         else:
-            _arrival(st, eng, lay, p, t, row)
+            _arrival(st, eng, lay, p, t, item, ckind, a, b, c)
 
 
-def _new_engine(trace: CompiledTrace, flags: Sequence[bool], default_latency: float) -> Any:
+def _new_engine(
+    trace: CompiledTrace, flags: Sequence[int], default_latency: float, verify: int
+) -> Any:
     lay = trace.layout
     n = trace.n
-    count = len(trace.msg_id)
-    events = int(lay.ev_start[-1])
+    count = trace.messages
     copies = np.diff(lay.copy_start)
-    hf = List()
-    hf.append(np.empty(max(64, 2 * n), np.float64))
-    hi = List()
-    hi.append(np.empty((max(64, 2 * n), _H_WIDTH), np.int64))
-    chan_last = Dict.empty(key_type=types.int64, value_type=types.float64)
+    heap = max(64, 2 * n)
 
     def floats() -> np.ndarray:
         return np.full(count, np.nan)
 
-    def ints(size: int, value: int = -1) -> np.ndarray:
-        return np.full(size, value, dtype=np.int64)
+    def ints(size: int, value: int = -1, dtype: Any = np.int64) -> np.ndarray:
+        return np.full(size, value, dtype=dtype)
 
+    checked = verify != V_NONE
+    causal = verify == V_CAUSAL
     return Eng(
-        np.asarray(flags, dtype=np.int64),
-        floats(), floats(), floats(), floats(), floats(),
-        ints(count), ints(count),
+        np.asarray([*flags, verify], dtype=np.int64),
+        floats(), floats(), floats(), floats(),
+        np.zeros(count, np.int8), ints(count, -1, np.int32), ints(count, -1, np.int32),
+        ints(count, -1, np.int32), ints(count, -1, np.int32),
         ints(n, 0), ints(n, READY), np.full(n, lay.start),
-        ints(n), ints(n), ints(n, 0), ints(count), ints(count),
-        ints(n), ints(n), ints(count),
-        np.zeros(6, dtype=np.int64), hf, hi, chan_last,
+        ints(n), ints(n), ints(n, 0), ints(n, 0), ints(n), ints(n),
+        np.asarray([0] * K_HEAP_CAP + [heap, heap], dtype=np.int64),
+        np.empty(heap, np.float64), np.empty(heap, np.int64), np.empty(heap, np.int64),
+        np.empty(heap, np.int64),
+        np.empty(heap, np.int64), np.empty(heap, np.int64), np.empty(heap, np.int64),
+        np.empty(heap, np.int64), np.empty(heap, np.int64), np.empty(heap, np.int64),
+        np.full(n * n if flags[F_FIFO_TRANSPORT] else 1, -np.inf),
         ints(int(copies.max()) if len(copies) else 1, 0),
-        ints(events + len(lay.copy_msg) + 1, 0),
-        ints(events + len(lay.copy_msg) + 1, 0),
-        ints(events + len(lay.copy_msg) + 1, 0),
         float(default_latency),
+        np.zeros(n if checked else 1, np.int32),
+        np.zeros(count if checked else 1, np.int32),
+        np.zeros(n * n if verify == V_FIFO else 1, np.int32),
+        np.zeros((n, n) if causal else (1, 1), np.int32),
+        new_pool(n if causal else 1, 64 if causal else 1, np.int32),
+        np.full(count if causal else 1, -1, np.int32),
     )  # fmt: skip
 
 
 # ---- the Python entry point --------------------------------------------------------------
+
+
+class CompiledRun:
+    """The result of one protocol over one trace from the compiled loop: a `protocol_runs`
+    row and, per message (layout order), the columns of `deliveries` (NaN: no time; -1: no
+    receive or piggyback). Arrival and held-back are derived when asked (`columns`)."""
+
+    def __init__(
+        self,
+        trace: CompiledTrace,
+        status: str,
+        reason: str | None,
+        verified: bool | None,
+        figures: dict[str, float | int | None],
+        eng: Any,
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self.verified = verified
+        self.figures = figures
+        self._lay = trace.layout
+        count = trace.messages
+        if eng is None:
+            nan = np.full(count, np.nan)
+            self.send_time = self.post_time = self.delivery_time = self.take_time = nan
+            self.taken_by = self.piggyback = np.full(count, -1, np.int32)
+            self._arrived = np.zeros(count, bool)
+        else:
+            self.send_time, self.post_time = eng.send_t, eng.post_t
+            self.delivery_time, self.take_time = eng.del_t, eng.take_t
+            self.taken_by, self.piggyback = eng.taken_by, eng.pig
+            self._arrived = eng.mst >= M_PENDING
+
+    def columns(self, m: np.ndarray | slice) -> dict[str, np.ndarray]:
+        """The deliveries columns of messages `m`: times, taken_by, piggyback, held_back
+        (1.0 / 0.0, NaN where arrival or delivery is missing)."""
+        lay = self._lay
+        arrival = np.where(
+            lay.send_ev[m] >= 0,
+            self.post_time[m] + lay.latency[m],
+            lay.etime[np.maximum(lay.recv_ev[m], 0)],
+        )
+        arrival = np.where(self._arrived[m], arrival, np.nan)
+        delivery = self.delivery_time[m]
+        both = ~np.isnan(arrival) & ~np.isnan(delivery)
+        return {
+            "send_time": self.send_time[m],
+            "post_time": self.post_time[m],
+            "arrival_time": arrival,
+            "delivery_time": delivery,
+            "take_time": self.take_time[m],
+            "taken_by": self.taken_by[m],
+            "piggyback": self.piggyback[m],
+            "held_back": np.where(both, (delivery > arrival).astype(np.float64), np.nan),
+        }
+
+    @property
+    def arrival_time(self) -> np.ndarray:
+        return self.columns(slice(None))["arrival_time"]
+
+    @property
+    def held_back(self) -> np.ndarray:
+        return self.columns(slice(None))["held_back"]
 
 
 def replay_compiled(
@@ -1046,7 +1175,7 @@ def replay_compiled(
     params: Mapping[str, str] | None = None,
     selective: bool = False,
     default_latency: float = 1.0,
-) -> Run:
+) -> CompiledRun:
     """Replay `trace` under protocol `name` with the compiled loop (same result as `replay`)."""
     from causal_spark.protocols import protocol
     from causal_spark.protocols.base import check_params
@@ -1057,101 +1186,36 @@ def replay_compiled(
     check_params(cls, given)
     state, reason, fifo_transport = module.make_state(trace, given)
     if reason is not None:
-        return _result(trace, None, cls, state, STATUS_NOT_APPLICABLE, reason, None)
-    flags = (cls.causal, fifo_transport, cls.point_to_point, selective)
-    eng = _new_engine(trace, flags, default_latency)
+        figures: dict[str, float | int | None] = dict.fromkeys(_FIGURES)
+        return CompiledRun(trace, STATUS_NOT_APPLICABLE, reason, None, figures, None)
+    verify = V_NONE
+    if cls.name != "none" and not cls.total_order and (cls.causal or cls.fifo):
+        verify = V_CAUSAL if cls.causal else V_FIFO
+    flags = (int(cls.causal), int(fifo_transport), int(cls.point_to_point), int(selective))
+    eng = _new_engine(trace, flags, default_latency, verify)
     run_loop(state, _eng_ref(eng), _layout_ref(trace.layout))
     lay = trace.layout
-    pc = eng.pc
     length = np.diff(lay.ev_start)
-    unfinished = np.flatnonzero(pc < length)
+    unfinished = np.flatnonzero(eng.pc < length)
+    status, reason = STATUS_OK, None
     if len(unfinished):
         lost = trace.lost
         status = STATUS_STALLED if lost else STATUS_DEADLOCK
         blocked = ", ".join(
-            f"{trace.names[p]} at #{lay.lseq[lay.ev_start[p] + pc[p]]}" for p in unfinished[:5]
+            f"{trace.names[p]} at #{eng.pc[p] + 1}" for p in unfinished[:5].tolist()
         )
         reason = f"{len(unfinished)} process(es) wait for ever: {blocked}"
         if status == STATUS_STALLED:
             reason += f" (the log lost {lost} message(s))"
-        return _result(trace, eng, cls, state, status, reason, _verify(trace, eng, cls))
-    return _result(trace, eng, cls, state, STATUS_OK, None, _verify(trace, eng, cls))
-
-
-def _result(
-    trace: CompiledTrace,
-    eng: Any,
-    cls: Any,
-    state: Any,
-    status: str,
-    reason: str | None,
-    verified: bool | None,
-) -> Run:
-    lay = trace.layout
-    count = len(trace.msg_id)
-    if eng is None:
-        nan = np.full(count, np.nan)
-        none = np.full(count, -1, dtype=np.int64)
-        figures: dict[str, float | int | None] = {name: None for name in _FIGURES}
-        return Run(status, reason, verified, figures, nan, nan, nan, nan, nan, none, none,
-                   np.full(count, np.nan))  # fmt: skip
-    app = lay.send_lseq >= 0
-    deliv, arr = eng.del_t, eng.arr_t
-    both = ~np.isnan(deliv) & ~np.isnan(arr)
-    held_mask = app & both & (deliv > arr)
-    held = (deliv - arr)[held_mask]
-    pig = eng.pig[app]
-    ints = pig[pig >= 0]
-    timed = app & ~np.isnan(eng.post_t) & ~np.isnan(eng.send_t)
-    sender_delay = _sender_delay(state, float((eng.post_t - eng.send_t)[timed].sum()))
-    makespan = float(eng.now.max()) - trace.start if status == STATUS_OK and trace.n else None
-    if status == STATUS_OK and not trace.n:
-        makespan = 0.0
-    recorded = trace.end - trace.start
-    posted = ~np.isnan(eng.post_t)
-    taken = ~np.isnan(eng.take_t)
-    delivered = ~np.isnan(deliv)
-    figures = {
-        "app_messages": int(app.sum()),
-        "control_messages": int(eng.cnt[K_CONTROL]),
-        "control_ints": int(eng.cnt[K_CONTROL_INTS]),
-        "piggyback_ints_total": int(ints.sum()),
-        "piggyback_ints_mean": float(ints.mean()) if len(ints) else 0.0,
-        "piggyback_ints_max": int(ints.max()) if len(ints) else 0,
-        "piggyback_bytes_total": 8 * int(ints.sum()),
-        "held_back": len(held),
-        "holdback_delay_total": float(held.sum()),
-        "holdback_delay_mean": float(held.mean()) if len(held) else None,
-        "holdback_delay_p99": float(np.percentile(held, 99)) if len(held) else None,
-        "holdback_delay_max": float(held.max()) if len(held) else None,
-        "sender_delay_total": sender_delay,
-        "max_holdback_buffer": int(eng.cnt[K_MAX_BUFFER]),
-        "makespan": makespan,
-        "makespan_ratio": makespan / recorded if makespan is not None and recorded > 0 else None,
-        # where each copy ends (docs/replay.md): besides taken, exactly one of these
-        "lost": int((app & posted & np.isnan(lay.latency)).sum()),
-        "undelivered": int((~np.isnan(arr) & ~delivered).sum()),
-        "untaken": int((delivered & ~taken).sum()),
-        "unsent": int((app & ~posted).sum()),
-    }
-    wrong = accounting_error(figures, int(taken.sum()), count)
-    if wrong is not None:
-        status, reason = STATUS_ERROR, wrong
-    held_back = np.where(both, (deliv > arr).astype(np.float64), np.nan)
-    return Run(
-        status=status,
-        reason=reason,
-        verified=verified,
-        figures=figures,
-        send_time=eng.send_t,
-        post_time=eng.post_t,
-        arrival_time=eng.arr_t,
-        delivery_time=deliv,
-        take_time=eng.take_t,
-        taken_by=eng.taken_by,
-        piggyback=eng.pig,
-        held_back=held_back,  # 1.0 / 0.0 / NaN
-    )
+    if cls.name == "none":
+        verified = None if trace.skewed else _reproduces_recording(_layout_ref(lay), eng)
+    elif cls.total_order:
+        verified = _one_total_order(trace, eng)
+    elif verify != V_NONE:
+        verified = not eng.cnt[K_VIOLATED]
+    else:
+        verified = None
+    return _result(trace, eng, state, status, reason, verified)
 
 
 _FIGURES = (
@@ -1163,69 +1227,155 @@ _FIGURES = (
 )  # fmt: skip
 
 
+@njit(cache=True)
+def _tally(send_ev, recv_ev, latency, etime, send_t, post_t, del_t, take_t, mst, pig, held):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Counts and sums over the messages (docs/replay.md, "Overhead"): held-back delays go
+    to `held` (its first `held_count` entries)."""
+    app = ints = ints_total = ints_max = held_count = 0
+    lost = undelivered = untaken = unsent = taken = 0
+    held_total = held_max = sender = 0.0
+    for m in range(len(send_ev)):
+        posted = not np.isnan(post_t[m])
+        if send_ev[m] >= 0:
+            app += 1
+            if pig[m] >= 0:
+                ints += 1
+                ints_total += pig[m]
+                if pig[m] > ints_max:
+                    ints_max = pig[m]
+            if posted and not np.isnan(send_t[m]):
+                sender += post_t[m] - send_t[m]
+            if not posted:
+                unsent += 1
+            elif np.isnan(latency[m]):
+                lost += 1
+        delivered = not np.isnan(del_t[m])
+        if mst[m] >= M_PENDING:
+            if not delivered:
+                undelivered += 1
+            elif send_ev[m] >= 0:
+                arrival = post_t[m] + latency[m]
+                if del_t[m] > arrival:
+                    wait = del_t[m] - arrival
+                    held[held_count] = wait
+                    held_count += 1
+                    held_total += wait
+                    if wait > held_max:
+                        held_max = wait
+        if not np.isnan(take_t[m]):
+            taken += 1
+        elif delivered:
+            untaken += 1
+    return (app, ints, ints_total, ints_max, held_count, held_total, held_max, sender, lost,
+            undelivered, untaken, unsent, taken)  # fmt: skip
+
+
+def _result(
+    trace: CompiledTrace,
+    eng: Any,
+    state: Any,
+    status: str,
+    reason: str | None,
+    verified: bool | None,
+) -> CompiledRun:
+    lay = trace.layout
+    held = np.empty(trace.messages, np.float64)
+    (app, ints, ints_total, ints_max, held_count, held_total, held_max, sender, lost,
+     undelivered, untaken, unsent, taken) = _tally(
+        lay.send_ev, lay.recv_ev, lay.latency, lay.etime, eng.send_t, eng.post_t, eng.del_t,
+        eng.take_t, eng.mst, eng.pig, held,
+    )  # fmt: skip
+    held = held[:held_count]
+    done = [
+        lay.etime[lay.ev_start[p] : lay.ev_start[p] + k].max()
+        for p, k in enumerate(eng.pc.tolist())
+        if k
+    ]
+    makespan, ratio = makespan_figures(
+        status,
+        float(eng.now.max()) if trace.n else trace.start,
+        float(max(done, default=trace.start)),
+        trace.start,
+        trace.end,
+    )
+    figures: dict[str, float | int | None] = {
+        "app_messages": app,
+        "control_messages": int(eng.cnt[K_CONTROL]),
+        "control_ints": int(eng.cnt[K_CONTROL_INTS]),
+        "piggyback_ints_total": ints_total,
+        "piggyback_ints_mean": ints_total / ints if ints else 0.0,
+        "piggyback_ints_max": ints_max,
+        "piggyback_bytes_total": 8 * ints_total,
+        "held_back": held_count,
+        "holdback_delay_total": float(held.sum()) if held_count else 0.0,
+        "holdback_delay_mean": float(held.mean()) if held_count else None,
+        "holdback_delay_p99": float(np.percentile(held, 99)) if held_count else None,
+        "holdback_delay_max": held_max if held_count else None,
+        "sender_delay_total": _sender_delay(state, sender),
+        "max_holdback_buffer": int(eng.cnt[K_MAX_BUFFER]),
+        "makespan": makespan,
+        "makespan_ratio": ratio,
+        # where each copy ends (docs/replay.md): besides taken, exactly one of these
+        "lost": lost,
+        "undelivered": undelivered,
+        "untaken": untaken,
+        "unsent": unsent,
+    }
+    del held, held_total
+    wrong = accounting_error(figures, taken, trace.messages)
+    if wrong is not None:
+        status, reason = STATUS_ERROR, wrong
+    return CompiledRun(trace, status, reason, verified, figures, eng)
+
+
 def _sender_delay(state: Any, post_minus_send: float) -> float:
     module = sys.modules[type(state).__module__]
     own = getattr(module, "sender_delay", None)
     return float(own(state, post_minus_send)) if own is not None else post_minus_send
 
 
-# ---- verification ------------------------------------------------------------------------
+# ---- verification from the columns -------------------------------------------------------
 
 
-def _verify(trace: CompiledTrace, eng: Any, cls: Any) -> bool | None:
-    if cls.name == "none":
-        return None if trace.skewed else _reproduces_recording(trace, eng)
-    if cls.total_order:
-        return _one_total_order(trace, eng)
-    if cls.causal or cls.fifo:
-        return _no_violation(trace, eng, cls.causal)
-    return None
+@njit(cache=True, inline="always")
+def _close(a, b):  # type: ignore[no-untyped-def]
+    if np.isnan(a) or np.isnan(b):
+        return np.isnan(a) and np.isnan(b)
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
-def _close(a: np.ndarray, b: np.ndarray) -> Any:
-    missing = np.isnan(a) | np.isnan(b)
-    same_missing = np.isnan(a) & np.isnan(b)
-    scale = np.maximum(1.0, np.maximum(np.abs(np.nan_to_num(a)), np.abs(np.nan_to_num(b))))
-    near = np.abs(np.nan_to_num(a) - np.nan_to_num(b)) <= 1e-9 * scale
-    return np.where(missing, same_missing, near)
+@njit(cache=True)
+def _reproduces(lay, taken_by, take_t, send_t):  # type: ignore[no-untyped-def]
+    """`none` took every recorded message with its recorded receive at its recorded time,
+    and sent every message at its recorded time."""
+    for m in range(lay.messages):
+        r = lay.recv_ev[m]
+        if r >= 0:
+            if taken_by[m] != r - lay.ev_start[lay.dst[m]] + 1:
+                return False
+            if not _close(take_t[m], lay.etime[r]):
+                return False
+        s = lay.send_ev[m]
+        if s >= 0 and not _close(send_t[m], lay.etime[s]):
+            return False
+    return True
 
 
-def _reproduces_recording(trace: CompiledTrace, eng: Any) -> bool:
-    lay = trace.layout
-    got = lay.recv_lseq >= 0
-    if not (eng.taken_by[got] == lay.recv_lseq[got]).all():
-        return False
-    if not _close(eng.take_t[got], lay.rec_recv[got]).all():
-        return False
-    sent = lay.send_lseq >= 0
-    return bool(_close(eng.send_t[sent], lay.rec_send[sent]).all())
-
-
-def ranges(first: np.ndarray, count: np.ndarray) -> Any:
-    """The concatenation of arange(first[i], first[i] + count[i]) for every i."""
-    total = int(count.sum())
-    ends = np.cumsum(count)
-    return np.arange(total, dtype=np.int64) + np.repeat(first - (ends - count), count)
-
-
-def _executed(eng: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    size = int(eng.cnt[K_EXEC])
-    order = np.argsort(eng.ex_p[:size], kind="stable")
-    return eng.ex_p[:size][order], eng.ex_what[:size][order], eng.ex_val[:size][order]
+def _reproduces_recording(lay: Any, eng: Any) -> bool:
+    return bool(_reproduces(lay, eng.taken_by, eng.take_t, eng.send_t))
 
 
 def _one_total_order(trace: CompiledTrace, eng: Any) -> bool:
     lay = trace.layout
-    if not len(trace.msg_id):
+    pick = np.flatnonzero((eng.taken_by >= 0) & (lay.send_ev >= 0))
+    if not len(pick):
         return True
-    ex_p, what, val = _executed(eng)
-    pick = (what == EX_RECEIVE) & (lay.send_lseq[np.where(what == EX_RECEIVE, val, 0)] >= 0)
-    procs = ex_p[pick]
-    msgs = val[pick]
-    # a multicast is one send event, numbered by its (sender, lseq)
-    key = lay.src[msgs] * (int(lay.lseq.max(initial=0)) + 1) + lay.send_lseq[msgs]
-    _, group = np.unique(key, return_inverse=True)
-    return bool(_one_order(procs, group.astype(np.int64), trace.n, int(group.max(initial=-1)) + 1))
+    procs = lay.dst[pick]
+    order = np.lexsort((eng.taken_by[pick], procs))
+    group = lay.send_ev[pick][order]  # a multicast is one send event
+    procs = procs[order]
+    del pick, order
+    return bool(_one_order(procs, group, trace.n, int(lay.ev_start[-1])))
 
 
 @njit(cache=True)
@@ -1236,7 +1386,7 @@ def _one_order(procs, group, n, groups):  # type: ignore[no-untyped-def]
         start[p + 1] += 1
     for p in range(n):
         start[p + 1] += start[p]
-    position = np.full(groups, -1, np.int64)
+    position = np.full(groups, -1, np.int32)
     for q in range(n):
         for i in range(start[q], start[q + 1]):
             position[group[i]] = i - start[q]
@@ -1250,52 +1400,6 @@ def _one_order(procs, group, n, groups):  # type: ignore[no-untyped-def]
                     last = at
         for i in range(start[q], start[q + 1]):
             position[group[i]] = -1
-    return True
-
-
-def _no_violation(trace: CompiledTrace, eng: Any, causal: bool) -> bool:
-    """The detector's Prop. 2 kernel over the vector clocks of the replayed execution."""
-    lay = trace.layout
-    ex_p, what, val = _executed(eng)
-    rows = len(ex_p)
-    n = trace.n
-    start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ex_p, minlength=n), out=start[1:])
-    lseq = np.arange(rows, dtype=np.int64) - start[ex_p] + 1
-    # where each message was sent in the replayed execution
-    count = len(trace.msg_id)
-    sent_p = np.full(count, -1, dtype=np.int64)
-    sent_lseq = np.full(count, -1, dtype=np.int64)
-    copy = what == EX_SEND_COPY
-    sent_p[val[copy]] = ex_p[copy]
-    sent_lseq[val[copy]] = lseq[copy]
-    event = np.flatnonzero(what == EX_SEND_EVENT)
-    if len(event):
-        g = val[event]
-        per = lay.copy_start[g + 1] - lay.copy_start[g]
-        rows_of = np.repeat(event, per)
-        msgs = lay.copy_msg[ranges(lay.copy_start[g], per)]
-        sent_p[msgs] = ex_p[rows_of]
-        sent_lseq[msgs] = lseq[rows_of]
-    recv = np.flatnonzero(what == EX_RECEIVE)
-    recv = recv[sent_p[val[recv]] >= 0]
-    if not len(recv):
-        return True
-    send_pidx = np.full(rows, -1, dtype=np.int64)
-    send_lseq = np.full(rows, -1, dtype=np.int64)
-    send_pidx[recv] = sent_p[val[recv]]
-    send_lseq[recv] = sent_lseq[val[recv]]
-    vc, _ = vector_clocks(ex_p, lseq, send_pidx, send_lseq, n)
-    for d in np.unique(ex_p[recv]).tolist():
-        rs = recv[ex_p[recv] == d]
-        msgs = val[rs]
-        src = sent_p[msgs]
-        s_lseq = sent_lseq[msgs]
-        knows = vc[start[src] + s_lseq - 1, d].astype(np.int64)
-        causal_hit, fifo_hit = overtaking(d, src, s_lseq, vc[rs], knows)
-        hit = (causal_hit >= 0) & (src != d) if causal else fifo_hit >= 0
-        if hit.any():
-            return False
     return True
 
 

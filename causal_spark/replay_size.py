@@ -22,23 +22,24 @@ import pyarrow.compute as pc
 # the worker's own allocations around one group, whatever its size (bytes)
 BASE_BYTES = 16 << 20
 # bytes per row of the group (one per internal event, send copy and receive) that each
-# protocol holds: the Arrow group, the layout and its sort, the engine's per-message and
-# per-event arrays, the figures and the output batches. Measured peak (bench/replay_memory.py,
-# n = 16, 10^5 and 4 x 10^5 messages) less the terms below, per extra row; see docs/replay.md.
+# protocol holds at its peak: the Arrow batches in, the layout builder's narrow columns and
+# the layout, the engine's per-message arrays, the figures and a deliveries batch. Measured
+# peak per row (bench/replay.py --kernel, n = 16, 10^6 messages, where it is highest; 10^7
+# gives 8-15% less), rounded up; see docs/replay.md.
 ROW_BYTES: Mapping[str, int] = {
-    "none": 520,
-    "fifo": 525,
-    "bss": 520,
-    "ses": 525,
-    "rst": 525,
-    "mf": 525,
-    "sa": 525,
-    "sync": 520,
-    "sequencer": 530,
-    "lamport_total": 545,
-    "skeen": 560,
+    "none": 140,
+    "fifo": 140,
+    "bss": 155,
+    "ses": 145,
+    "rst": 150,
+    "mf": 145,
+    "sa": 150,
+    "sync": 145,
+    "sequencer": 155,
+    "lamport_total": 155,
+    "skeen": 170,
 }
-# protocols whose verification builds the replayed execution's vector clocks (n per row)
+# protocols whose verification keeps vector clocks (per process and per send in flight)
 _VECTOR_CHECKED = frozenset({"fifo", "bss", "ses", "rst", "mf", "sa", "sync"})
 
 
@@ -109,9 +110,9 @@ def estimate_run_bytes(shape: GroupShape, protocol: str) -> int:
     rows, n = shape.rows, shape.n
     total = BASE_BYTES + ROW_BYTES.get(protocol, max(ROW_BYTES.values())) * rows
     total += state_bytes(protocol, n, shape.in_flight)
-    if protocol in _VECTOR_CHECKED:  # the replayed execution's vector clocks (4 B x n per
-        # row) and what the check derives from them: measured 8n + 0 at n = 16, 4.3n at 200
-        total += (4 * n + 64) * rows
+    if protocol in _VECTOR_CHECKED:  # the check as the replay runs: a vector clock (4 B x n)
+        # per process and per send event in flight, a pool like the protocols'
+        total += int(4 * n * (n + pool_rows(shape.in_flight)))
     return int(total)
 
 

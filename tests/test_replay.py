@@ -298,6 +298,7 @@ def test_a_trace_whose_rows_cannot_form_programs_gets_an_error_row_not_a_crash()
         "lamport": [1, 2, 3],
         "msg_id": [None, "m", "m"],
         "peer": [-1, 1, 0],
+        "peer_lseq": [None, None, 3],
         "valid": [True, True, True],
     }
     out = list(_replay_group(pa.table(rows), "nonselective", {}, 1.0))
@@ -308,14 +309,52 @@ def test_a_trace_whose_rows_cannot_form_programs_gets_an_error_row_not_a_crash()
     assert run_row["verified"] is None
 
 
+def test_deliveries_come_out_in_bounded_batches_whatever_the_input_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A group's rows in and its deliveries out, batch by batch: no batch of output holds
+    more than `DELIVERY_BATCH_ROWS` rows, and the rows are those of one batch per group."""
+    import pyarrow as pa
+
+    from causal_spark import replay as replay_module
+    from causal_spark.replay import _replay_group
+
+    columns = [
+        "trace_id",
+        "process",
+        "pidx",
+        "lseq",
+        "kind",
+        "ts",
+        "lamport",
+        "msg_id",
+        "peer",
+        "peer_lseq",
+        "valid",
+    ]
+    table = pa.Table.from_pylist(
+        [dict(zip(columns, row, strict=True)) for row in _program_rows("t", 11)]
+    ).append_column("protocol", pa.array(["rst"] * 20))
+    whole = list(_replay_group(table, "nonselective", {}, 1.0))
+    monkeypatch.setattr(replay_module, "DELIVERY_BATCH_ROWS", 4)
+    parts = list(_replay_group(iter(table.to_batches(max_chunksize=3)), "nonselective", {}, 1.0))
+    assert [b.num_rows for b in whole] == [1, 10]  # the run row, then one batch
+    assert [b.num_rows for b in parts] == [1, 4, 4, 2]
+    assert (
+        pa.Table.from_batches(parts)
+        .sort_by("msg_id")
+        .equals(pa.Table.from_batches(whole).sort_by("msg_id"))
+    )
+
+
 def _program_rows(trace_id: str, n: int) -> list[tuple[Any, ...]]:
     """`program_rows` of a hand-made trace: P0 sends one message to each other process
     (P0's send #k at ts k), which receives it 1 s later."""
     rows: list[tuple[Any, ...]] = []
     for k in range(1, n):
         mid = f"{trace_id}-{k}"
-        rows.append((trace_id, "P0", 0, k, "send", float(k), 2 * k - 1, mid, k, True))
-        rows.append((trace_id, f"P{k}", k, 1, "receive", float(k + 1), 2 * k, mid, 0, True))
+        rows.append((trace_id, "P0", 0, k, "send", float(k), 2 * k - 1, mid, k, None, True))
+        rows.append((trace_id, f"P{k}", k, 1, "receive", float(k + 1), 2 * k, mid, 0, k, True))
     return rows
 
 
@@ -329,7 +368,7 @@ def test_a_trace_too_big_for_a_worker_is_not_applicable_and_the_others_replay(
     programs = spark.createDataFrame(
         _program_rows("wide", 1000) + _program_rows("narrow", 2),
         "trace_id string, process string, pidx int, lseq long, kind string, ts double, "
-        "lamport long, msg_id string, peer int, valid boolean",
+        "lamport long, msg_id string, peer int, peer_lseq long, valid boolean",
     )
     limit = ReplaySettings().max_run_bytes
     request = ReplayRequest(protocols=("none", "rst", "sa", "ses"), max_run_bytes=limit)
@@ -353,6 +392,39 @@ def test_a_trace_too_big_for_a_worker_is_not_applicable_and_the_others_replay(
         if key not in too_big:
             assert (r["status"], r["verified"], r["unsent"]) == ("ok", True, 0), key
             assert r["app_messages"] == (999 if key[0] == "wide" else 1), key
+
+
+def test_a_trace_without_ts_or_lamport_clocks_is_not_applicable_not_replayed_at_zero(
+    spark: SparkSession,
+) -> None:
+    # clocks leave a trace too wide for them not_applicable with null Lamport clocks; one
+    # whose events lack ts as well has no times to replay on (before: every time was 0 and
+    # the run 'ok', makespan 0). One that has its ts still replays on them.
+    events = spark.createDataFrame(
+        [(t, p, i, 1, k, ts, None) for t, base in (("bare", None), ("timed", 0.0))
+         for p, i, k, ts in (("P", 0, "send", base), ("Q", 1, "receive",
+                                                     None if base is None else 2.0))],
+        "trace_id string, process string, pidx int, lseq long, kind string, ts double, "
+        "lamport long",
+    )  # fmt: skip
+    messages = spark.createDataFrame(
+        [(t, "m", 0, 1, 1, 1) for t in ("bare", "timed")],
+        "trace_id string, msg_id string, src_pidx int, dst_pidx int, send_lseq long, "
+        "recv_lseq long",
+    )
+    trace_clocks = spark.createDataFrame(
+        [("bare", "not_applicable"), ("timed", "not_applicable")], "trace_id string, status string"
+    )
+    programs = program_rows(events, messages, trace_clocks)
+    runs = {
+        r["trace_id"]: r
+        for r in replay_protocols(programs, ReplayRequest(protocols=("none",))).runs.collect()
+    }
+    assert runs["bare"]["status"] == "not_applicable"
+    assert runs["bare"]["reason"].startswith("no times to replay on: some events have no ts")
+    assert runs["bare"]["makespan"] is None
+    assert (runs["timed"]["status"], runs["timed"]["timebase"]) == ("ok", "ts")
+    assert runs["timed"]["makespan"] == pytest.approx(2.0)
 
 
 def _run_row(trace_id: str, protocol: str, **figures: float) -> dict[str, Any]:

@@ -19,7 +19,14 @@ import numpy as np
 from numba import njit
 
 from causal_spark.protocols.base import Protocol
-from causal_spark.replay_loop import CompiledTrace, new_pool, pool_release, pool_take, post
+from causal_spark.replay_loop import (
+    CompiledTrace,
+    new_pool,
+    pool_release,
+    pool_row,
+    pool_take,
+    post,
+)
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -86,7 +93,7 @@ State = namedtuple("State", "vt pool slot")
 
 def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
     n = trace.n
-    state = State(np.zeros((n, n), np.int64), new_pool(n), np.full(len(trace.msg_id), -1))
+    state = State(np.zeros((n, n), np.int64), new_pool(n), np.full(trace.messages, -1, np.int32))
     return state, _not_a_broadcast(trace), False
 
 
@@ -100,7 +107,7 @@ def _not_a_broadcast(trace: CompiledTrace) -> str | None:
         return None
     event = np.repeat(np.arange(len(per)), per)
     sender = np.repeat(np.arange(n), np.diff(lay.ev_start))[event]
-    dst = lay.dst[lay.copy_msg]
+    dst = lay.dst[: int(lay.copy_start[-1])]  # copies are the first messages, in event order
     bad_copy = (dst < 0) | (dst == sender)
     order = np.lexsort((dst, event))
     twice = np.zeros(len(dst), dtype=bool)
@@ -113,12 +120,10 @@ def _not_a_broadcast(trace: CompiledTrace) -> str | None:
         return None
     e = int(found[0])
     p = int(np.searchsorted(lay.ev_start, e, side="right") - 1)
-    targets = sorted(
-        int(d) for d in lay.dst[lay.copy_msg[lay.copy_start[e] : lay.copy_start[e + 1]]]
-    )
+    targets = sorted(int(d) for d in lay.dst[lay.copy_start[e] : lay.copy_start[e + 1]])
     names = [trace.names[d] if d >= 0 else "a process without events" for d in targets]
     return (
-        f"send {trace.names[p]}#{lay.lseq[e]} goes to {', '.join(names)}, "
+        f"send {trace.names[p]}#{e - lay.ev_start[p] + 1} goes to {', '.join(names)}, "
         f"not to exactly the {n - 1} other process(es); BSS needs every send "
         "to be a broadcast to all others"
     )
@@ -128,7 +133,7 @@ def _not_a_broadcast(trace: CompiledTrace) -> str | None:
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     st.vt[p, p] += 1
     slot = pool_take(st.pool, len(own))
-    st.pool.rows[0][slot, :] = st.vt[p]
+    pool_row(st.pool, slot)[:] = st.vt[p]
     for m in own:
         st.slot[m] = slot
         post(eng, lay, m, p, t, lay.n)
@@ -138,7 +143,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     i = lay.src[m]
-    vt = st.pool.rows[0][st.slot[m]]
+    vt = pool_row(st.pool, st.slot[m])
     mine = st.vt[p]
     if vt[i] != mine[i] + 1:
         return False
@@ -150,7 +155,7 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
-    vt = st.pool.rows[0][st.slot[m]]
+    vt = pool_row(st.pool, st.slot[m])
     mine = st.vt[p]
     for k in range(lay.n):
         if vt[k] > mine[k]:

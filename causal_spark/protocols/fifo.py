@@ -60,11 +60,10 @@ State = namedtuple("State", "sent got number")
 
 def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
     n = trace.n
-    square = (n, n)
     state = State(
-        np.zeros(square, np.int64),
-        np.zeros(square, np.int64),
-        np.zeros(len(trace.msg_id), np.int64),
+        np.zeros(n * n, np.int64),  # sent[p * n + d]
+        np.zeros(n * n, np.int64),  # got[j * n + p]
+        np.zeros(trace.messages, np.int32),
     )
     return state, None, False
 
@@ -72,18 +71,18 @@ def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, st
 @njit(cache=True)
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     for m in own:
-        d = lay.dst[m]
-        st.sent[p, d] += 1
-        st.number[m] = st.sent[p, d]
+        channel = p * lay.n + lay.dst[m]
+        st.sent[channel] += 1
+        st.number[m] = st.sent[channel]
         post(eng, lay, m, p, t, 1)
     return True
 
 
 @njit(cache=True)
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
-    return st.number[m] == st.got[lay.src[m], p] + 1
+    return st.number[m] == st.got[lay.src[m] * lay.n + p] + 1
 
 
 @njit(cache=True)
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
-    st.got[lay.src[m], p] += 1
+    st.got[lay.src[m] * lay.n + p] += 1

@@ -35,15 +35,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import njit
-from numba.typed import List
 
 from causal_spark.protocols.base import Protocol
 from causal_spark.replay_loop import (
     CompiledTrace,
     control,
+    grid_row,
+    grid_widen,
+    new_grid,
     new_pool,
     notify,
+    pending,
     pool_release,
+    pool_row,
     pool_take,
     post,
 )
@@ -166,10 +170,11 @@ class LamportTotal(Protocol):
 #   [n, 2n)  the application copy the send posts to q (the reference's `to[q]`, so
 #            `expect[q][key]`), -1 when q gets a control copy
 #   2n       acks received by the sender;  2n + 1  the key
-# State: clock[p]; per process a binary heap of (key, row) (`heap[p]`, an (capacity, 2)
-# array grown by doubling, `size[p]` entries); row[m] the pool row of copy m's send;
-# ready[m] 1 while m is in `ready` (the released head's copy, arrived at its destination).
-# A copy is in `engine.pending(p)` when it arrived and is not delivered (arr_t / del_t).
+# State: clock[p]; per process a binary heap of (key, row) pairs (row p of the grid `heap`:
+# key at 2i, pool row at 2i + 1, widened by doubling; `size[p]` entries); row[m] the pool
+# row of copy m's send; ready[m] 1 while m is in `ready` (the released head's copy, arrived
+# at its destination). A copy is in `engine.pending(p)` when it arrived and is not
+# delivered (`pending`).
 
 State = namedtuple("State", "clock heap size pool row ready")
 _COPY, _ACK, _RELEASE = 0, 1, 2
@@ -177,68 +182,62 @@ _COPY, _ACK, _RELEASE = 0, 1, 2
 
 def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
     n = trace.n
-    heap = List()
-    for _ in range(max(n, 1)):
-        heap.append(np.zeros((8, 2), np.int64))
-    count = len(trace.msg_id)
+    count = trace.messages
     state = State(
         np.zeros(n, np.int64),
-        heap,
+        new_grid(n),
         np.zeros(n, np.int64),
         new_pool(2 * n + 2),
-        np.full(count, -1, np.int64),
-        np.zeros(count, np.int64),
+        np.full(count, -1, np.int32),
+        np.zeros(count, np.int8),
     )
     return state, None, True
 
 
 @njit(cache=True)
 def _push(st, p, key, slot):  # type: ignore[no-untyped-def]
-    h = st.heap[p]
     size = st.size[p]
-    if size == h.shape[0]:
-        grown = np.zeros((2 * size, 2), np.int64)
-        grown[:size] = h
-        st.heap[p] = grown
-        h = grown
+    if 2 * size == st.heap.width:
+        grid_widen(st.heap)
+    h = grid_row(st.heap, p)
     i = size
     while i > 0:
         parent = (i - 1) >> 1
-        if h[parent, 0] <= key:
+        if h[2 * parent] <= key:
             break
-        h[i, 0] = h[parent, 0]
-        h[i, 1] = h[parent, 1]
+        h[2 * i] = h[2 * parent]
+        h[2 * i + 1] = h[2 * parent + 1]
         i = parent
-    h[i, 0] = key
-    h[i, 1] = slot
+    h[2 * i] = key
+    h[2 * i + 1] = slot
     st.size[p] = size + 1
 
 
 @njit(cache=True)
 def _pop(st, p):  # type: ignore[no-untyped-def]
     """Drop p's head; its pool row is released once every process has popped it."""
-    h = st.heap[p]
-    pool_release(st.pool, h[0, 1])
+    h = grid_row(st.heap, p)
+    pool_release(st.pool, h[1])
     size = st.size[p] - 1
     st.size[p] = size
     if size == 0:
         return
-    key = h[size, 0]
-    slot = h[size, 1]
+    key = h[2 * size]
+    slot = h[2 * size + 1]
     i = 0
     while True:
         child = 2 * i + 1
         if child >= size:
             break
-        if child + 1 < size and h[child + 1, 0] < h[child, 0]:
+        if child + 1 < size and h[2 * child + 2] < h[2 * child]:
             child += 1
-        if h[child, 0] >= key:
+        if h[2 * child] >= key:
             break
-        h[i, 0] = h[child, 0]
-        h[i, 1] = h[child, 1]
+        h[2 * i] = h[2 * child]
+        h[2 * i + 1] = h[2 * child + 1]
         i = child
-    h[i, 0] = key
-    h[i, 1] = slot
+    h[2 * i] = key
+    h[2 * i + 1] = slot
 
 
 @njit(cache=True)
@@ -249,7 +248,7 @@ def _see(st, p, stamp):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def _enqueue(st, eng, lay, p, slot, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    key = st.pool.rows[0][slot, 2 * n + 1]
+    key = pool_row(st.pool, slot)[2 * n + 1]
     _see(st, p, key // n)
     _push(st, p, key, slot)
     st.clock[p] += 1  # sending the ack is an event
@@ -262,7 +261,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     st.clock[p] += 1
     key = st.clock[p] * n + p
     slot = pool_take(st.pool, n)
-    row = st.pool.rows[0][slot]
+    row = pool_row(st.pool, slot)
     row[:n] = 0
     row[n : 2 * n] = -1
     for m in own:
@@ -287,7 +286,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_arrived(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     slot = st.row[m]
-    if st.pool.rows[0][slot, 2 * lay.n + 1] % lay.n != p:
+    if pool_row(st.pool, slot)[2 * lay.n + 1] % lay.n != p:
         _enqueue(st, eng, lay, p, slot, t)
 
 
@@ -298,20 +297,20 @@ def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-de
         _enqueue(st, eng, lay, p, a, t)
     elif ckind == _ACK:
         _see(st, p, b)
-        st.pool.rows[0][a, 2 * n] += 1
+        pool_row(st.pool, a)[2 * n] += 1
     else:
         _see(st, p, b)  # the releaser's clock
-        st.pool.rows[0][a, p] = 1
+        pool_row(st.pool, a)[p] = 1
 
 
 @njit(cache=True)
 def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     n = lay.n
     while st.size[p] > 0:
-        h = st.heap[p]
-        key = h[0, 0]
-        slot = h[0, 1]
-        row = st.pool.rows[0][slot]
+        h = grid_row(st.heap, p)
+        key = h[0]
+        slot = h[1]
+        row = pool_row(st.pool, slot)
         if row[p] == 0:
             if key % n != p or row[2 * n] < n - 1:
                 return
@@ -325,7 +324,7 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
         if m < 0:
             _pop(st, p)  # a control copy: p is not a destination
             continue
-        if not np.isnan(eng.arr_t[m]) and np.isnan(eng.del_t[m]):
+        if pending(eng, m):
             st.ready[m] = 1
         return
 
@@ -333,6 +332,16 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     return st.ready[m] != 0
+
+
+@njit(cache=True)
+def c_next(st, eng, lay, p):  # type: ignore[no-untyped-def]
+    """The only copy p may deliver now: its queue head's, once released and arrived (as
+    `settle` marks it ready), or -1."""
+    if st.size[p] == 0:
+        return -1
+    m = pool_row(st.pool, grid_row(st.heap, p)[1])[lay.n + p]
+    return m if m >= 0 and st.ready[m] != 0 else -1
 
 
 @njit(cache=True)

@@ -118,7 +118,7 @@ def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, st
     state = State(
         np.full(n, -1, np.int64),
         np.full(n, -1, np.int64),
-        np.full(len(trace.msg_id), -1, np.int64),
+        np.full(trace.messages, -1, np.int32),
         np.zeros(n, np.int64),
         np.full(n, -1, np.int64),
         np.array([1 if no_wait else 0], np.int64),
@@ -165,7 +165,7 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
         return True  # the FIFO input buffer hands messages over in the order they got in
     head = eng.pend_head[p]
     while head >= 0:
-        if lay.send_lseq[head] >= 0 and lay.src[head] != p:
+        if lay.send_ev[head] >= 0 and lay.src[head] != p:
             return head == m
         head = eng.pnext[head]
     return False

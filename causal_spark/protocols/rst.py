@@ -22,7 +22,14 @@ import numpy as np
 from numba import njit
 
 from causal_spark.protocols.base import Protocol
-from causal_spark.replay_loop import CompiledTrace, new_pool, pool_release, pool_take, post
+from causal_spark.replay_loop import (
+    CompiledTrace,
+    new_pool,
+    pool_release,
+    pool_row,
+    pool_take,
+    post,
+)
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -73,7 +80,9 @@ State = namedtuple("State", "matrix pool slot")
 
 def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
     n = trace.n
-    state = State(np.zeros((n, n, n), np.int64), new_pool(n * n), np.full(len(trace.msg_id), -1))
+    state = State(
+        np.zeros((n, n, n), np.int64), new_pool(n * n), np.full(trace.messages, -1, np.int32)
+    )
     return state, None, False
 
 
@@ -84,7 +93,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     for m in own:
         mine[p, lay.dst[m]] += 1
     slot = pool_take(st.pool, len(own))
-    st.pool.rows[0][slot, :] = mine.ravel()
+    pool_row(st.pool, slot)[:] = mine.ravel()
     for m in own:
         st.slot[m] = slot
         post(eng, lay, m, p, t, n * n)
@@ -95,7 +104,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     n = lay.n
     j = lay.src[m]
-    w = st.pool.rows[0][st.slot[m]]
+    w = pool_row(st.pool, st.slot[m])
     mine = st.matrix[p]
     if w[j * n + p] != mine[j, p] + 1:
         return False
@@ -108,10 +117,8 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    w = st.pool.rows[0][st.slot[m]]
-    mine = st.matrix[p]
-    for j in range(n):
-        for k in range(n):
-            if w[j * n + k] > mine[j, k]:
-                mine[j, k] = w[j * n + k]
+    w = pool_row(st.pool, st.slot[m])
+    mine = st.matrix[p].reshape(n * n)
+    for i in range(n * n):  # M := max(M, W), one pass over contiguous rows (vectorised)
+        mine[i] = max(mine[i], w[i])
     pool_release(st.pool, st.slot[m])

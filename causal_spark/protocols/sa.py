@@ -28,8 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from numba import njit, types
-from numba.typed import List
+from numba import njit
 
 from causal_spark.protocols.base import Protocol, ProtocolParamError, int_param
 from causal_spark.replay_loop import (
@@ -37,6 +36,7 @@ from causal_spark.replay_loop import (
     control,
     new_pool,
     pool_release,
+    pool_row,
     pool_take,
     post,
 )
@@ -153,17 +153,20 @@ def _reset_column(matrix: Sparse, p: int, column: int, own: int) -> None:
 # - k[0]: the threshold of non-zero entries;
 # - matrix[p]: M of Pi, dense (n x n x n); every entry the reference holds is >= 1,
 #   so 0 stands for an absent entry and the non-zero count is the dict's size;
-# - deliv[p, x]: DELIV_p[x] (n x n);
+# - nnz[p], columns[p * n + c]: the non-zero entries of matrix[p], and of its column c
+#   (kept up to date, so the threshold check and the fullest column cost n, not n^2);
+# - deliv[p * n + x]: DELIV_p[x];
 # - pool: one row per send event, shared by its copies and released when the last
 #   one is delivered: the sender's M after the whole multicast (n x n) and before
 #   it (n x n); a copy to d carries column d of the second, the rest of the first;
 # - slot[m]: copy m's pool row;
-# - extra_pool: one row per extra message: the column's constraints (n) and the
-#   sender; the control message carries only its row (released on its delivery);
-# - extras[p]: the rows of the extra messages that reached p and wait, in arrival
+# - extra_pool: one row per extra message: the column's constraints (n), the sender
+#   and the next extra message waiting at the same process; the control message
+#   carries only its row (released on its delivery);
+# - head[p], tail[p]: the extra messages that reached p and wait, a list in arrival
 #   order (the order `settle` scans them in, as the reference's list).
 
-State = namedtuple("State", "k matrix deliv pool slot extra_pool extras")
+State = namedtuple("State", "k matrix nnz columns deliv pool slot extra_pool head tail")
 _EXTRA = 0
 
 
@@ -173,17 +176,17 @@ def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, st
     if k is not None and k < 2:
         raise ProtocolParamError(f"sa.k must be at least 2, found {k}")
     threshold = k if k is not None else n + 1
-    extras = List.empty_list(types.ListType(types.int64))  # type: ignore[no-untyped-call]
-    for _ in range(n):
-        extras.append(List.empty_list(types.int64))
     state = State(
         np.array([threshold], np.int64),
         np.zeros((n, n, n), np.int64),
-        np.zeros((n, n), np.int64),
+        np.zeros(n, np.int64),
+        np.zeros(n * n, np.int64),
+        np.zeros(n * n, np.int64),
         new_pool(2 * n * n),
-        np.full(len(trace.msg_id), -1, np.int64),
-        new_pool(n + 1),
-        extras,
+        np.full(trace.messages, -1, np.int32),
+        new_pool(n + 2),
+        np.full(n, -1, np.int64),
+        np.full(n, -1, np.int64),
     )
     if threshold <= n:
         why = f"sa.k = {threshold} must exceed n = {n} (Sánchez & Álvarez §3: n < k <= n^2)"
@@ -195,115 +198,127 @@ def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, st
 def _thin(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     n = lay.n
     mine = st.matrix[p]
-    count = np.zeros(n, np.int64)
-    while True:
-        count[:] = 0
-        total = 0
-        for x in range(n):
-            for c in range(n):
-                if mine[x, c] != 0:
-                    count[c] += 1
-                    total += 1
-        if total < st.k[0]:
-            return
+    base = p * n
+    while st.nnz[p] >= st.k[0]:
         j = 0  # the fullest column, ties to the lowest index
         for c in range(1, n):
-            if count[c] > count[j]:
+            if st.columns[base + c] > st.columns[base + j]:
                 j = c
         slot = pool_take(st.extra_pool, 1)
-        row = st.extra_pool.rows[0][slot]
-        row[:n] = mine[:, j]
+        row = pool_row(st.extra_pool, slot)
+        for x in range(n):
+            row[x] = mine[x, j]
         row[n] = p
-        control(eng, lay, p, j, t, _EXTRA, 3 * count[j], slot, 0, 0)
+        row[n + 1] = -1
+        count = st.columns[base + j]
+        control(eng, lay, p, j, t, _EXTRA, 3 * count, slot, 0, 0)
         own = mine[p, j]
-        mine[:, j] = 0
+        for x in range(n):
+            mine[x, j] = 0
         mine[p, j] = own + 1
+        st.nnz[p] -= count - 1
+        st.columns[base + j] = 1
 
 
 @njit(cache=True)
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     n = lay.n
+    base = p * n
     mine = st.matrix[p]
     slot = pool_take(st.pool, len(own))
-    row = st.pool.rows[0][slot]
+    row = pool_row(st.pool, slot)
     after = row[: n * n].reshape((n, n))
     before = row[n * n :].reshape((n, n))
     before[:, :] = mine
     after[:, :] = mine
+    total = st.nnz[p]  # the non-zero entries after the send: each column d becomes M[i, d]
     for m in own:
         d = lay.dst[m]
         after[:, d] = 0
         after[p, d] = before[p, d] + 1
-    total = 0
-    for x in range(n):
-        for c in range(n):
-            if after[x, c] != 0:
-                total += 1
+        total -= st.columns[base + d] - 1
     for m in own:
-        d = lay.dst[m]
-        size = total
-        for x in range(n):
-            if after[x, d] != 0:
-                size -= 1
-            if before[x, d] != 0:
-                size += 1
+        # column d as before the send, the others as after it
+        size = total - 1 + st.columns[base + lay.dst[m]]
         st.slot[m] = slot
         post(eng, lay, m, p, t, 3 * size)
-    mine[:, :] = after
+    for m in own:
+        d = lay.dst[m]
+        for x in range(n):
+            mine[x, d] = after[x, d]
+        st.columns[base + d] = 1
+    st.nnz[p] = total
     _thin(st, eng, lay, p, t)
     return True
 
 
 @njit(cache=True)
 def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
-    st.extras[p].append(a)
-
-
-@njit(cache=True)
-def _satisfied(deliv, need):  # type: ignore[no-untyped-def]
-    for x in range(len(deliv)):  # noqa: SIM110 (a loop compiles; a generator does not)
-        if deliv[x] < need[x]:
-            return False
-    return True
+    n = lay.n
+    if st.tail[p] >= 0:
+        pool_row(st.extra_pool, st.tail[p])[n + 1] = a
+    else:
+        st.head[p] = a
+    st.tail[p] = a
 
 
 @njit(cache=True)
 def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    waiting = st.extras[p]
-    deliv = st.deliv[p]
+    base = p * n
     progress = True
     while progress:
         progress = False
-        for i in range(len(waiting)):
-            slot = waiting[i]
-            row = st.extra_pool.rows[0][slot]
-            if _satisfied(deliv, row[:n]):
-                waiting.pop(i)
-                deliv[row[n]] += 1
+        before = -1
+        slot = st.head[p]
+        while slot >= 0:
+            row = pool_row(st.extra_pool, slot)
+            following = row[n + 1]
+            met = True
+            for x in range(n):
+                if st.deliv[base + x] < row[x]:
+                    met = False
+                    break
+            if met:
+                if before >= 0:
+                    pool_row(st.extra_pool, before)[n + 1] = following
+                else:
+                    st.head[p] = following
+                if following < 0:
+                    st.tail[p] = before
+                st.deliv[base + row[n]] += 1
                 pool_release(st.extra_pool, slot)
                 progress = True
                 break
+            before = slot
+            slot = following
 
 
 @njit(cache=True)
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     n = lay.n
-    row = st.pool.rows[0][st.slot[m]]
+    row = pool_row(st.pool, st.slot[m])
     # the constraints of column p, from the sender's matrix before the send
-    return _satisfied(st.deliv[p], row[n * n :].reshape((n, n))[:, p])
+    for x in range(n):  # noqa: SIM110 (a loop compiles; a generator does not)
+        if st.deliv[p * n + x] < row[n * n + x * n + p]:
+            return False
+    return True
 
 
 @njit(cache=True)
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    row = st.pool.rows[0][st.slot[m]]
-    after = row[: n * n].reshape((n, n))
-    st.deliv[p, lay.src[m]] += 1
+    base = p * n
+    row = pool_row(st.pool, st.slot[m])
+    st.deliv[base + lay.src[m]] += 1
     mine = st.matrix[p]
     for x in range(n):
         for c in range(n):
-            if c != p and after[x, c] > mine[x, c]:
-                mine[x, c] = after[x, c]
+            value = row[x * n + c]
+            if c != p and value > mine[x, c]:
+                if mine[x, c] == 0:
+                    st.columns[base + c] += 1
+                    st.nnz[p] += 1
+                mine[x, c] = value
     pool_release(st.pool, st.slot[m])
     _thin(st, eng, lay, p, t)

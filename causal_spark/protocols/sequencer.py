@@ -92,7 +92,7 @@ def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, st
     state = State(
         np.array([hub], np.int64),
         np.zeros(n, np.int64),
-        np.zeros(len(trace.msg_id), np.int64),
+        np.zeros(trace.messages, np.int32),
         np.zeros(n, np.int64),
     )
     if wanted is not None and wanted not in trace.names:
@@ -121,8 +121,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
-    for i in range(lay.copy_start[a], lay.copy_start[a + 1]):
-        m = lay.copy_msg[i]
+    for m in range(lay.copy_start[a], lay.copy_start[a + 1]):  # the send event's copies
         if lay.dst[m] >= 0:
             _relay(st, eng, lay, m, t)
 

@@ -28,7 +28,14 @@ import numpy as np
 from numba import njit
 
 from causal_spark.protocols.base import Protocol
-from causal_spark.replay_loop import CompiledTrace, new_pool, pool_release, pool_take, post
+from causal_spark.replay_loop import (
+    CompiledTrace,
+    new_pool,
+    pool_release,
+    pool_row,
+    pool_take,
+    post,
+)
 
 if TYPE_CHECKING:
     from causal_spark.replay_engine import Engine
@@ -125,7 +132,7 @@ def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, st
         np.zeros((n, n), np.int64),
         np.zeros((n, n, n), np.int64),
         new_pool(3 * n + n * n),
-        np.full(len(trace.msg_id), -1, np.int64),
+        np.full(trace.messages, -1, np.int32),
     )
     return state, None, False
 
@@ -147,7 +154,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     n = lay.n
     st.time[p, p] += 1
     slot = pool_take(st.pool, len(own))
-    row = st.pool.rows[0][slot]
+    row = pool_row(st.pool, slot)
     row[:n] = st.time[p]
     row[n : 2 * n] = 0
     for m in own:
@@ -172,7 +179,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     n = lay.n
-    row = st.pool.rows[0][st.slot[m]]
+    row = pool_row(st.pool, st.slot[m])
     # the copy's pair for its destination p is the sender's, from before the send
     if row[2 * n + p] == 0:
         return True
@@ -182,7 +189,7 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    row = st.pool.rows[0][st.slot[m]]
+    row = pool_row(st.pool, st.slot[m])
     stamp = row[:n]
     for s in range(n):
         if s == p:

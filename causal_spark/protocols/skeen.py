@@ -132,25 +132,25 @@ class Skeen(Protocol):
 # A group (sender, send lseq) is its send event e = send_event(lay, m); events are laid out
 # by process then lseq, so ordering by e is ordering by (sender, lseq). State: clock[p];
 # per copy stamp[m] (the send timestamp), entry[m] (its timestamp at its destination: the
-# proposal, then the final) and final[m]; per send event need[e] (its copies to processes),
-# got[e] and best[e] (proposals received, their maximum). p's entries are the copies
-# arrived and not delivered at p: the pending list without orphans' messages.
+# proposal, then the final) and final[m]; per send event, at the index of its first copy
+# g = copy_start[e], need[g] (its copies to processes), got[g] and best[g] (proposals
+# received, their maximum). p's entries are the copies arrived and not delivered at p: the
+# pending list without orphans' messages.
 
 State = namedtuple("State", "clock stamp entry final need got best")
 _PROPOSE, _FINAL = 0, 1
 
 
 def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
-    count = len(trace.msg_id)
-    events = int(trace.layout.ev_start[-1])
+    count = trace.messages
     state = State(
         np.zeros(trace.n, np.int64),
         np.zeros(count, np.int64),
         np.zeros(count, np.int64),
+        np.zeros(count, np.int8),
+        np.zeros(count, np.int32),
+        np.zeros(count, np.int32),
         np.zeros(count, np.int64),
-        np.zeros(events, np.int64),
-        np.zeros(events, np.int64),
-        np.zeros(events, np.int64),
     )
     return state, None, False
 
@@ -158,9 +158,9 @@ def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, st
 @njit(cache=True)
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     st.clock[p] += 1
-    e = send_event(lay, own[0])
-    st.need[e] = len(own)
-    st.got[e] = 0
+    g = lay.copy_start[send_event(lay, own[0])]
+    st.need[g] = len(own)
+    st.got[g] = 0
     for m in own:
         st.stamp[m] = st.clock[p]
         post(eng, lay, m, p, t, 1)
@@ -175,15 +175,15 @@ def _finalised(st, m, final):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _proposed(st, eng, lay, e, proposal, t):  # type: ignore[no-untyped-def]
-    if st.got[e] == 0 or proposal > st.best[e]:
-        st.best[e] = proposal
-    st.got[e] += 1
-    if st.got[e] < st.need[e]:
+    g = lay.copy_start[e]
+    if st.got[g] == 0 or proposal > st.best[g]:
+        st.best[g] = proposal
+    st.got[g] += 1
+    if st.got[g] < st.need[g]:
         return
-    final = st.best[e]
+    final = st.best[g]
     ticked = False
-    for i in range(lay.copy_start[e], lay.copy_start[e + 1]):
-        m = lay.copy_msg[i]
+    for m in range(lay.copy_start[e], lay.copy_start[e + 1]):  # the send event's copies
         d = lay.dst[m]
         if d < 0:
             continue  # not one of the send's copies to processes
@@ -226,9 +226,26 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     e = send_event(lay, m)
     other = eng.pend_head[p]
     while other >= 0:
-        if lay.send_lseq[other] >= 0:
+        if lay.send_ev[other] >= 0:
             theirs = st.entry[other]
             if theirs < mine or (theirs == mine and send_event(lay, other) < e):
                 return False
         other = eng.pnext[other]
     return True
+
+
+@njit(cache=True)
+def c_next(st, eng, lay, p):  # type: ignore[no-untyped-def]
+    """The only copy p may deliver now: the pending one with the smallest (timestamp,
+    sender, lseq), once its timestamp is final; -1 when that one is not final yet."""
+    best = -1
+    other = eng.pend_head[p]
+    while other >= 0:
+        if lay.send_ev[other] >= 0 and (
+            best < 0
+            or st.entry[other] < st.entry[best]
+            or (st.entry[other] == st.entry[best] and lay.send_ev[other] < lay.send_ev[best])
+        ):
+            best = other
+        other = eng.pnext[other]
+    return best if best >= 0 and st.final[best] else -1

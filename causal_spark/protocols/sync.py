@@ -81,11 +81,11 @@ _ACK = 0
 
 def make_state(trace: CompiledTrace, params: Mapping[str, str]) -> tuple[Any, str | None, bool]:
     n = trace.n
-    count = len(trace.msg_id)
+    count = trace.messages
     state = State(
         np.full(n, -1, np.int64),
         np.full(n, -1, np.int64),
-        np.full(count, -1, np.int64),
+        np.full(count, -1, np.int32),
         np.full(count, np.nan),
         np.zeros(1, np.float64),
     )
