@@ -57,11 +57,13 @@ from causal_spark.replay import (
     _ARROW_ROWS,
     NOT_COMPUTED,
     PEER,
+    PEER_LSEQ,
     PROTOCOL,
     RUN,
     VALID,
     _replay_group,
 )
+from causal_spark.replay_engine import KIND_CODES
 
 # ------------------------------------------------------------------------------ what is checked
 
@@ -392,6 +394,9 @@ def program_rows(events: pa.Table, messages: pa.Table, trace_clocks: pa.Table) -
             C.PIDX: rows.column(own).cast(pa.int64()),
             C.LSEQ: rows.column(lseq),
             PEER: rows.column(other).cast(pa.int64()).fill_null(-1),
+            # a receive's send lseq (-1: an orphan, and on sends): the layout's key
+            PEER_LSEQ: (rows.column(C.SEND_LSEQ).fill_null(-1) if lseq == C.RECV_LSEQ
+                        else pa.array(np.full(rows.num_rows, -1, np.int64))),
         })  # fmt: skip
 
     ends = pa.concat_tables([end(C.SEND_LSEQ, C.SRC_PIDX, C.DST_PIDX),
@@ -400,25 +405,34 @@ def program_rows(events: pa.Table, messages: pa.Table, trace_clocks: pa.Table) -
     internals = ev.filter(pc.equal(ev.column(C.KIND), C.INTERNAL))
     internals = internals.append_column(C.MSG_ID, pa.nulls(internals.num_rows, pa.string()))
     internals = internals.append_column(PEER, pa.array(np.full(internals.num_rows, -1, np.int64)))
+    internals = internals.append_column(
+        PEER_LSEQ, pa.array(np.full(internals.num_rows, -1, np.int64))
+    )
     valid = pa.table({
         C.TRACE_ID: trace_clocks.column(C.TRACE_ID),
         VALID: pc.not_equal(trace_clocks.column(C.STATUS), CLOCK_STATUS_INVALID),
     })  # fmt: skip
-    names = [C.TRACE_ID, C.PROCESS, C.PIDX, C.LSEQ, C.KIND, C.TS, C.LAMPORT, C.MSG_ID, PEER]
+    names = [C.TRACE_ID, C.PROCESS, C.PIDX, C.LSEQ, C.KIND, C.TS, C.LAMPORT, C.MSG_ID, PEER,
+             PEER_LSEQ]  # fmt: skip
     rows = pa.concat_tables(
         [ends.select(names), internals.select(names)], promote_options="permissive"
     )
     rows = rows.join(valid, C.TRACE_ID, join_type="left outer")
+    kinds = rows.column(C.KIND).to_numpy(zero_copy_only=False)
     return pa.table({
         C.TRACE_ID: rows.column(C.TRACE_ID),
         C.PROCESS: rows.column(C.PROCESS),
         C.PIDX: rows.column(C.PIDX).cast(pa.int32()),
         C.LSEQ: rows.column(C.LSEQ).cast(pa.int64()),
-        C.KIND: rows.column(C.KIND),
+        # the layout reads kinds as bytes (`KIND_CODES`), as `replay.program_rows` gives them
+        C.KIND: pa.array(np.select(
+            [kinds == name for name in KIND_CODES], list(KIND_CODES.values()), -1
+        ).astype(np.int8)),
         C.TS: rows.column(C.TS).cast(pa.float64()),
         C.LAMPORT: rows.column(C.LAMPORT).cast(pa.int64()),
         C.MSG_ID: rows.column(C.MSG_ID),
         PEER: rows.column(PEER).cast(pa.int32()),
+        PEER_LSEQ: rows.column(PEER_LSEQ).cast(pa.int64()),
         VALID: rows.column(VALID).fill_null(False),
     })  # fmt: skip
 
