@@ -271,7 +271,7 @@ def worked_example(sandbox: Path) -> Iterator[Path]:
 
 def test_the_readme_is_a_short_guide_without_lab_notes() -> None:
     text = README.read_text()
-    assert len(text.splitlines()) <= 300
+    assert len(text.splitlines()) <= 260
     for lab_note in ("scratch script", "dev run", "DESIGN", "seed 0", "session 4"):
         assert lab_note not in text
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b|\b20\d{6}T\d{6}\b", text)  # dates, run ids
