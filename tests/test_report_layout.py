@@ -149,3 +149,31 @@ def test_bar_chart_longest_first() -> None:
     bars = charts.bar_chart({"RSC": 3, "CAUSAL": 5, "INVALID": 1})
     assert [b.label for b in bars] == ["CAUSAL", "RSC", "INVALID"]
     assert bars[0].width > bars[1].width > bars[2].width
+
+
+def test_trace_words_read_a_summary_read_without_spark() -> None:
+    """The report reads trace_summary with delta-rs: its rows are dicts, not Spark Rows."""
+    from causal_spark.anomalies.explain import trace_words
+
+    summary: dict[str, object] = {
+        "trace_id": "t",
+        "order_class": "RSC",
+        "order_class_reason": None,
+        "n_processes": 2,
+        "n_events": 4,
+        "n_messages": 2,
+        "n_quarantined": 0,
+        "n_fifo_violations": None,
+        "n_causal_violations": None,
+        "n_crown_sccs": 0,
+        "messages_inferred": True,
+    }
+    assert trace_words(summary) == (
+        "trace t: order class RSC (2 processes, 4 events, 2 messages, 0 rows quarantined; "
+        "FIFO and causal order not observable (messages inferred from clocks), "
+        "0 crown component(s))"
+    )
+    summary.update(messages_inferred=False, n_fifo_violations=0, n_causal_violations=1)
+    assert trace_words(summary).endswith(
+        "; 0 FIFO and 1 causal violation row(s), 0 crown component(s))"
+    )

@@ -223,7 +223,7 @@ def _trace_line(s: Row) -> str:
         if s["order_class"] != "INVALID" and not _not_analysed(s)
         else "anomalies not computed"
     )
-    if s["order_class"] is not None and s.asDict().get("messages_inferred"):
+    if s["order_class"] is not None and "messages_inferred" in _keys(s) and s["messages_inferred"]:
         # messages inferred from recorded clocks: no FIFO or causal-order violation can show
         counts = (
             "FIFO and causal order not observable (messages inferred from clocks), "
