@@ -92,7 +92,12 @@ def test_a_warehouse_path_with_special_characters_works_for_writers_and_readers(
     warehouse = ingested.copy(tmp_path / name)
     assert not (warehouse / "trace_clocks").exists()
     record = run_cli(["clocks", "--warehouse", str(warehouse), *CONF], session=spark)
-    assert record.table_versions == {"events": 1, "trace_clocks": 0, "runs": 1}
+    assert record.table_versions == {
+        "events": 1,
+        "trace_clocks": 0,
+        "clock_mismatches": 0,
+        "runs": 1,
+    }
     reader = Warehouse(spark, warehouse, "deltalake")
     events = reader.read("events")
     assert events.count() == 10 and events.where("vc is not null").count() == 10
