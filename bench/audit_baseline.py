@@ -101,7 +101,7 @@ COVERAGE_TEXT = {
     "and slab columns describe the job's plan): bench/clocks.py's single process (compiled "
     "Kahn sort and sweep per trace, delta-rs in and out)",
     "detect": "violations with witness chains, crowns, crown_members, trace_summary (all "
-    "but run_id), every row: the job's grouped-UDF bodies (compiled kernels) group by "
+    "but run_id and the four native-log columns, NATIVE_SUMMARY), every row: the job's grouped-UDF bodies (compiled kernels) group by "
     "group in one process, Arrow aggregates for the summary",
     "replay": "protocol_runs and deliveries, every row and column: the job's "
     "per-(trace, protocol) function (size guard, layout, compiled loop, figures, "
