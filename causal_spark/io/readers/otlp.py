@@ -72,6 +72,8 @@ HEAD_BYTES = 1 << 16
 _INTEGER = re.compile(r"-?[0-9]+")
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _BATCH = 8192
+# JSON as Spark's reader writes a field it keeps as text: no spaces, characters as they are
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # the span records, as Arrow (spans.SPAN_SCHEMA)
 _ARROW_REFERENCE = pa.struct([pa.field(C.TRACE_ID, pa.string()), pa.field(S.SPAN_ID, pa.string())])
 ARROW_SCHEMA = pa.schema(
@@ -131,7 +133,7 @@ def _text(value: Any) -> str | None:
         return "false"
     if isinstance(value, int):
         return str(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _compact(value)
 
 
 def _integer(text: str | None) -> int | None:
@@ -139,6 +141,8 @@ def _integer(text: str | None) -> int | None:
     in protobuf JSON), else None."""
     if text is None:
         return None
+    if text.isascii() and text.isdigit() and len(text) < 19:
+        return int(text)
     trimmed = text.strip(" ")
     if not _INTEGER.fullmatch(trimmed):
         return None
@@ -148,7 +152,7 @@ def _integer(text: str | None) -> int | None:
 
 def _id(value: Any) -> str | None:
     """An id as lower-case text; blank is None."""
-    text = _text(value)
+    text = value if isinstance(value, str) else _text(value)
     if text is None:
         return None
     trimmed = text.strip(" ").lower()
@@ -259,7 +263,7 @@ class _Records:
             columns[PARSE_ERROR].append("not a span object")
             columns[PARSE_REASON].append(UNPARSEABLE)
             return
-        columns[C.RAW].append(_capped(json.dumps(span, separators=(",", ":"), ensure_ascii=False)))
+        columns[C.RAW].append(_capped(_compact(span)))
         trace_id, span_id = _id(span.get("traceId")), _id(span.get("spanId"))
         parent_id = _id(span.get("parentSpanId"))
         kind = _text(span.get("kind"))

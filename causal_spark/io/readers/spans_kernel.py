@@ -185,7 +185,7 @@ class _References:
         links = spans.column(LINKS)
         if isinstance(links, pa.ChunkedArray):
             links = links.combine_chunks()
-        links = pc.fill_null(links, pa.scalar([], links.type))
+        # a null list has no elements and no parent indices: nothing to fill
         link_owner = _ints(pc.list_parent_indices(links))
         flat = pc.list_flatten(links)
         link_trace, link_id = pc.struct_field(flat, TRACE_ID), pc.struct_field(flat, SPAN_ID)
