@@ -62,6 +62,8 @@ END_NS = "end_ns"
 NAME = "name"
 LINKS = "links"
 NOTE = "note"
+# rows per Arrow batch the pairing hands back to Spark
+_BATCH = 8192
 
 REFERENCE = T.StructType(
     [T.StructField(C.TRACE_ID, T.StringType()), T.StructField(SPAN_ID, T.StringType())]
@@ -105,7 +107,9 @@ def pair_spans(spans: DataFrame, span_process: SpanProcess) -> DataFrame:
     each trace paired by `spans_kernel.pair` in one task."""
 
     def per_trace(records: pa.Table) -> pa.Table:
-        return spans_kernel.pair(records, span_process)
+        # Spark sends each chunk as one Arrow batch: keep them small for the JVM
+        rows = spans_kernel.pair(records, span_process)
+        return pa.Table.from_batches(rows.to_batches(max_chunksize=_BATCH), rows.schema)
 
     rows = (
         spans.select(*SPAN_SCHEMA.fieldNames())
