@@ -109,3 +109,26 @@ def test_equals_the_spark_parse(spark: SparkSession, tmp_path: Path, name: str) 
     assert [(r["source"], r["line"], r["record"], r["raw"]) for r in sorted(unparsed, key=str)] == [
         (r["source"], r["line"], r["record"], r["raw"]) for r in sorted(theirs, key=str)
     ]
+
+
+@pytest.mark.slow
+def test_json_lines_are_parsed_by_several_tasks(spark: SparkSession, tmp_path: Path) -> None:
+    # 40 requests of 20 spans, about 3 KB a line, read in 16 KB splits; line 17 is broken
+    lines = [
+        _request(*[_span(spanId=f"{line:04x}{k:04x}") for k in range(20)]) for line in range(1, 41)
+    ]
+    lines[16] = lines[16][:-40]
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(16 * 1024))
+    try:
+        records = otlp.span_records(spark, [str(path)])
+        tasks = records.rdd.getNumPartitions()
+        rows = collect(records)
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert tasks > 4
+    spans = {(r["line"], r["record"], r["span_id"]) for r in rows if r[PARSE_ERROR] is None}
+    expected = {(n, k + 1, f"{n:04x}{k:04x}") for n in range(1, 41) if n != 17 for k in range(20)}
+    assert spans == expected
+    assert [(r["line"], r["record"]) for r in rows if r[PARSE_ERROR]] == [(17, 1)]

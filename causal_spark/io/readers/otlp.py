@@ -316,7 +316,7 @@ class _Records:
                 pa.array([None if p is None else p[1] for p in parents], pa.string()),
             ],
             fields=list(_ARROW_REFERENCE),
-            mask=pa.array([p is None for p in parents]),
+            mask=pa.array([p is None for p in parents], pa.bool_()),
         )
         arrays[S.LINKS] = pa.array(
             [
