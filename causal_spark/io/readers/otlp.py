@@ -318,12 +318,22 @@ class _Records:
             fields=list(_ARROW_REFERENCE),
             mask=pa.array([p is None for p in parents], pa.bool_()),
         )
-        arrays[S.LINKS] = pa.array(
-            [
-                None if links is None else [{C.TRACE_ID: t, S.SPAN_ID: i} for t, i in links]
-                for links in columns[S.LINKS]
-            ],
-            ARROW_SCHEMA.field(S.LINKS).type,
+        # from offsets and flat fields: pyarrow converts lists of dicts row by row
+        links = columns[S.LINKS]
+        offsets = [0]
+        for each in links:
+            offsets.append(offsets[-1] + len(each or ()))
+        flat = [link for each in links for link in each or ()]
+        arrays[S.LINKS] = pa.ListArray.from_arrays(
+            pa.array(offsets, pa.int32()),
+            pa.StructArray.from_arrays(
+                [
+                    pa.array([t for t, _ in flat], pa.string()),
+                    pa.array([i for _, i in flat], pa.string()),
+                ],
+                fields=list(_ARROW_REFERENCE),
+            ),
+            type=ARROW_SCHEMA.field(S.LINKS).type,
         )
         batch = pa.RecordBatch.from_arrays(
             [arrays[name] for name in ARROW_SCHEMA.names], schema=ARROW_SCHEMA
