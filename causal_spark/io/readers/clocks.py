@@ -26,6 +26,7 @@ host, with U its unreadable records and the readable ones sorted by own entry
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 
@@ -93,11 +94,35 @@ def _counts(text: str) -> dict[str, int] | None:
     return counts
 
 
+# a clock as loggers write it: an object of plain keys (no escapes) and JSON integers;
+# anything else goes through json
+_WS = r"[ \t\n\r]*"
+_KEY = r'"([^"\\\x00-\x1f]*)"'
+_PAIR = rf"{_KEY}{_WS}:{_WS}(0|[1-9][0-9]*)"
+_PLAIN_CLOCK = re.compile(rf"{_WS}\{{{_WS}(?:{_PAIR}{_WS}(?:,{_WS}{_PAIR}{_WS})*)?\}}{_WS}")
+_PLAIN_PAIR = re.compile(_PAIR)
+
+
+def _plain_counts(text: str) -> dict[str, int] | bool | None:
+    """The counts of a plain clock (None: a key repeats, or a count is too large), or
+    False when the text is not a plain clock."""
+    if not _PLAIN_CLOCK.fullmatch(text):
+        return False
+    pairs = _PLAIN_PAIR.findall(text)
+    counts = {host: int(value) for host, value in pairs}
+    if len(counts) != len(pairs) or any(v > _MAX_COUNT for v in counts.values()):
+        return None
+    return counts
+
+
 def clock_counts(text: str | None) -> dict[str, int] | None:
     """`parse_clock` in Python, for readers that parse their records in a Python worker
     (ShiViz): the same clocks parse, and the same do not."""
     if text is None:
         return None
+    plain = _plain_counts(text)
+    if plain is not False:
+        return plain  # type: ignore[return-value]
     found = _counts(text)
     return found if found is not None else _counts(text.replace('\\"', '"'))
 
