@@ -119,8 +119,8 @@ def clock_counts(text: str | None) -> dict[str, int] | None:
     if text is None:
         return None
     plain = _plain_counts(text)
-    if plain is not False:
-        return plain  # type: ignore[return-value]
+    if not isinstance(plain, bool):
+        return plain
     found = _counts(text)
     return found if found is not None else _counts(text.replace('\\"', '"'))
 

@@ -29,6 +29,7 @@ import re
 import zlib
 from collections.abc import Iterator, Sequence
 from functools import partial
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -158,7 +159,7 @@ class _Batches:
 
     def flush(self) -> pa.RecordBatch:
         arrays = [
-            _clock_array(values)
+            _clock_array(cast("list[list[tuple[str, int]] | None]", values))
             if name == CLOCK
             else pa.array(values, self.schema.field(name).type)
             for name, values in self.columns.items()
@@ -169,14 +170,14 @@ class _Batches:
         return batch
 
 
-def _clock_array(clocks: list[object]) -> pa.Array:
+def _clock_array(clocks: list[list[tuple[str, int]] | None]) -> pa.Array:
     """Clocks (lists of (host, count) pairs, or None) as a map<string,bigint> column, from
     offsets and flat keys and counts: pyarrow converts lists of pairs one by one."""
     offsets = [0]
     keys: list[str] = []
     counts: list[int] = []
     for clock in clocks:
-        for host, count in clock or ():  # type: ignore[attr-defined]
+        for host, count in clock or ():
             keys.append(host)
             counts.append(count)
         offsets.append(len(keys))

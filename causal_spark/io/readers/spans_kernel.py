@@ -16,6 +16,8 @@ receives and sends are sorted by Arrow; the local order is one sort of the event
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -375,7 +377,7 @@ def _messages(
     ]
     suffixes: list[str | None] = []
     for part in parts:
-        suffixes.extend(list(part[1]))  # type: ignore[call-overload]
+        suffixes.extend(cast("list[str | None]", part[1]))
     return {
         "owner": np.concatenate([np.asarray(x[0], dtype=np.int64) for x in parts]),
         "suffix": np.asarray(suffixes, dtype=object),
