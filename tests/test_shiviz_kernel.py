@@ -151,3 +151,27 @@ def test_the_clock_checks_are_the_spark_ones_on_random_broken_logs(spark: SparkS
     assert len(theirs) > 100  # the logs are broken in every way the checks know
     wrong = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
     assert not wrong, [(k, ours.get(k), theirs.get(k)) for k in wrong[:5]]
+
+
+def test_plain_clocks_parse_as_json_does() -> None:
+    """`clock_counts` reads a plain clock (plain keys, integer counts) with a regex; on
+    random texts near that form it gives what the JSON parse gives."""
+    from causal_spark.io.readers import clocks
+
+    def by_json(text: str) -> dict[str, int] | None:
+        found = clocks._counts(text)
+        return found if found is not None else clocks._counts(text.replace('\\"', '"'))
+
+    rng = random.Random(11)
+    pieces = ['"a"', '"b"', '"é"', '"a\\"b"', '\\"a\\"', '"\x01"', ":", ",", " ", "\n", "0",
+              "7", "01", "1.0", "1e2", '"3"', "-1", str(1 << 63), str((1 << 63) - 1), "true"]  # fmt: skip
+    fast = 0
+    for _ in range(3000):
+        body = [rng.choice(pieces) for _ in range(rng.randint(0, 7))]
+        if rng.random() < 0.7:  # mostly key:value pairs
+            pairs = [f"{rng.choice(pieces[:6])}:{rng.choice(pieces[10:])}" for _ in range(3)]
+            body = [",".join(pairs[: rng.randint(0, 3)])]
+        text = "{" + "".join(body) + "}"
+        fast += clocks._plain_counts(text) is not False
+        assert clocks.clock_counts(text) == by_json(text), text
+    assert fast > 500

@@ -193,13 +193,6 @@ def capped(text: Column, limit: int = RAW_LIMIT) -> Column:
     ).otherwise(text)
 
 
-def nanos_as_seconds(nanos: Column) -> Column:
-    """Epoch nanoseconds (long) as exact seconds text, e.g. `1470150004.008762000`."""
-    whole = F.floor(nanos / F.lit(1_000_000_000)).cast("long")
-    frac = nanos - whole * F.lit(1_000_000_000)
-    return F.concat(whole.cast("string"), F.lit("."), F.lpad(frac.cast("string"), 9, "0"))
-
-
 def conform(rows: DataFrame) -> DataFrame:
     """Select the raw-row contract, in order and with its types; missing columns are null."""
     present = set(rows.columns)

@@ -26,6 +26,7 @@ host, with U its unreadable records and the readable ones sorted by own entry
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 
@@ -93,11 +94,33 @@ def _counts(text: str) -> dict[str, int] | None:
     return counts
 
 
+# a clock as loggers write it: a compact object of plain keys (no escapes, no `:` or
+# `,`) and counts under 10^18 without leading zeros; anything else goes through json
+_PLAIN_PAIR = r'"[^"\\:,\x00-\x1f]*":(?:0|[1-9][0-9]{0,17})'
+_PLAIN_CLOCK = re.compile(rf"\{{(?:{_PLAIN_PAIR}(?:,{_PLAIN_PAIR})*)?\}}")
+
+
+def _plain_counts(text: str) -> dict[str, int] | bool | None:
+    """The counts of a plain clock (None: a key repeats), or False when the text is not
+    a plain clock."""
+    if not _PLAIN_CLOCK.fullmatch(text):
+        return False
+    body = text[1:-1]
+    if not body:
+        return {}
+    pairs = [pair.split(":") for pair in body.split(",")]
+    counts = {key[1:-1]: int(value) for key, value in pairs}
+    return counts if len(counts) == len(pairs) else None
+
+
 def clock_counts(text: str | None) -> dict[str, int] | None:
     """`parse_clock` in Python, for readers that parse their records in a Python worker
     (ShiViz): the same clocks parse, and the same do not."""
     if text is None:
         return None
+    plain = _plain_counts(text)
+    if not isinstance(plain, bool):
+        return plain
     found = _counts(text)
     return found if found is not None else _counts(text.replace('\\"', '"'))
 

@@ -27,9 +27,9 @@ import gzip
 import json
 import re
 import zlib
-from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from functools import partial
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -150,7 +150,7 @@ class _Batches:
             [pa.field(f.name, arrow.get(f.dataType, pa.string())) for f in MATCH_SCHEMA.fields]
         )
 
-    def add(self, **row: object) -> None:
+    def add(self, row: dict[str, object]) -> None:
         for name, values in self.columns.items():
             values.append(row.get(name))
 
@@ -158,10 +158,36 @@ class _Batches:
         return len(self.columns[C.SOURCE]) >= _BATCH
 
     def flush(self) -> pa.RecordBatch:
-        batch = pa.RecordBatch.from_pydict(self.columns, schema=self.schema)
+        arrays = [
+            _clock_array(cast("list[list[tuple[str, int]] | None]", values))
+            if name == CLOCK
+            else pa.array(values, self.schema.field(name).type)
+            for name, values in self.columns.items()
+        ]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         for values in self.columns.values():
             values.clear()
         return batch
+
+
+def _clock_array(clocks: list[list[tuple[str, int]] | None]) -> pa.Array:
+    """Clocks (lists of (host, count) pairs, or None) as a map<string,bigint> column, from
+    offsets and flat keys and counts: pyarrow converts lists of pairs one by one."""
+    offsets = [0]
+    keys: list[str] = []
+    counts: list[int] = []
+    for clock in clocks:
+        for host, count in clock or ():
+            keys.append(host)
+            counts.append(count)
+        offsets.append(len(keys))
+    return pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.array(keys, pa.string()),
+        pa.array(counts, pa.int64()),
+        type=pa.map_(pa.string(), pa.int64()),
+        mask=pa.array([clock is None for clock in clocks], pa.bool_()),
+    )
 
 
 def _cap(text: str) -> str:
@@ -207,21 +233,23 @@ def parse_text(
 ) -> Iterator[dict[str, object]]:
     """The records of one file: one per regex match, one per unmatched non-blank line."""
     text = text.replace("\r\n", "\n")
-    newlines = [m.start() for m in re.finditer("\n", text)]
-
-    def line_of(offset: int) -> int:
-        return bisect_right(newlines, offset - 1) + 1
-
     header = govector_header(text)
     start = 0
     if header is not None:
-        start = (newlines[1] + 1) if len(newlines) > 1 else len(text)
+        second = text.find("\n", text.find("\n") + 1)
+        start = second + 1 if second >= 0 else len(text)
     parser = compile_parser(regex if regex is not None else header or DEFAULT_REGEX)
     splitter = compile_delimiter(delimiter) if delimiter is not None else None
+    labelled = any(name not in REQUIRED_GROUPS for name in parser.groupindex)
     per_line: dict[int, int] = {}
+    # records come in text order: a line is the newlines before its offset, counted on
+    seen = [0, 1]  # offset, line there
 
     def numbered(offset: int) -> tuple[int, int]:
-        line = line_of(offset)
+        if offset < seen[0]:
+            raise AssertionError("ShiViz records out of text order")
+        line = seen[1] + text.count("\n", seen[0], offset)
+        seen[0], seen[1] = offset, line
         per_line[line] = per_line.get(line, 0) + 1
         return line, per_line[line]
 
@@ -249,7 +277,8 @@ def parse_text(
         for match in parser.finditer(text, begin, end):
             if match.end() == match.start():
                 continue
-            yield from unmatched(position, match.start(), execution, suffix)
+            if match.start() > position and not text[position : match.start()].isspace():
+                yield from unmatched(position, match.start(), execution, suffix)
             position = match.end()
             line, record = numbered(match.start())
             host = match.group("host")
@@ -270,7 +299,7 @@ def parse_text(
                 counts = clock_counts(clock)
                 row[CLOCK_TEXT] = clock
                 row[CLOCK] = None if counts is None else list(counts.items())
-                row[C.LABEL] = _label(match)
+                row[C.LABEL] = _label(match) if labelled else match.group("event")
             yield row
         yield from unmatched(position, end, execution, suffix)
 
@@ -291,7 +320,7 @@ def _file_records(source: str, regex: str | None, delimiter: str | None) -> pa.T
         text = read_text(source)
     except (OSError, EOFError, zlib.error) as e:
         out.add(
-            **{
+            {
                 C.SOURCE: source,
                 C.LINE: WHOLE_FILE_LINE,
                 RECORD: 1,
@@ -303,7 +332,7 @@ def _file_records(source: str, regex: str | None, delimiter: str | None) -> pa.T
         )
         return pa.Table.from_batches([out.flush()])
     for row in parse_text(source, text, regex, delimiter):
-        out.add(**row)
+        out.add(row)
         if out.full():
             batches.append(out.flush())
     batches.append(out.flush())

@@ -25,25 +25,28 @@ module pairs them. For each span:
 
 A reference to a span of another trace is absent (a trace is the unit). A span
 whose (trace, id, kind) repeats an earlier one is rejected `duplicate_span`.
+
+The pairing is one shuffle: span records grouped by trace, each trace paired in one
+Python task by `spans_kernel` (NumPy and Arrow); a trace's records and rows (about
+1 KB a span, the span's text included) are held by that task.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from causal_spark import columns as C
-from causal_spark.io.readers import _events
+from causal_spark.io.readers import spans_kernel
 from causal_spark.io.readers.base import (
-    DUPLICATE_SPAN,
     PARSE_ERROR,
     PARSE_REASON,
+    RAW_SCHEMA,
     RECORD,
     SpanProcess,
     conform,
-    nanos_as_seconds,
-    rejected,
 )
 
 CLIENT, SERVER, PRODUCER, CONSUMER = "CLIENT", "SERVER", "PRODUCER", "CONSUMER"
@@ -59,6 +62,8 @@ END_NS = "end_ns"
 NAME = "name"
 LINKS = "links"
 NOTE = "note"
+# rows per Arrow batch the pairing hands back to Spark
+_BATCH = 8192
 
 REFERENCE = T.StructType(
     [T.StructField(C.TRACE_ID, T.StringType()), T.StructField(SPAN_ID, T.StringType())]
@@ -90,16 +95,6 @@ SPAN_SCHEMA = T.StructType(
     ]
 )
 
-_KEY = "__sp_key"
-_SIDE = "__sp_side"
-START, END = 0, 1
-
-# per-span columns of the pairing
-_REF_TYPE, _REF_TRACE, _REF_ID = "__sp_ref_type", "__sp_ref_trace", "__sp_ref_id"
-_T_KEY, _T_KIND, _T_PROCESS, _T_FOUND = "__sp_t_key", "__sp_t_kind", "__sp_t_process", "__sp_found"
-_T_END = "__sp_t_end"
-_PARENT_REF, _SHARED_REF, _LINK_REF = "parent", "shared", "link"
-
 
 def normalized_kind(kind: Column) -> Column:
     """CLIENT, SERVER, PRODUCER, CONSUMER, or null (local, internal or unknown)."""
@@ -107,311 +102,18 @@ def normalized_kind(kind: Column) -> Column:
     return F.when(upper.isin(CLIENT, SERVER, PRODUCER, CONSUMER), upper)
 
 
-def _process(span_process: SpanProcess) -> Column:
-    base = F.concat(
-        F.coalesce(F.col(SERVICE), F.lit("unknown")),
-        F.coalesce(F.concat(F.lit("@"), F.col(INSTANCE)), F.lit("")),
-    )
-    if span_process == "span":
-        return F.concat(base, F.lit("/"), F.col(SPAN_ID))
-    return base
-
-
-def _without_duplicates(spans: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(unique spans, rejected repeats): a span repeats one of the same (trace, id, kind)
-    read earlier (file, then record order)."""
-    same = Window.partitionBy(C.TRACE_ID, SPAN_ID, F.coalesce(F.col(KIND), F.lit(""))).orderBy(
-        C.SOURCE, C.LINE, RECORD
-    )
-    numbered = spans.select(
-        "*",
-        F.row_number().over(same).alias("__sp_n"),
-        F.first(C.SOURCE).over(same).alias("__sp_first_source"),
-        F.first(C.LINE).over(same).alias("__sp_first_line"),
-    )
-    repeats = numbered.where(F.col("__sp_n") > 1).transform(
-        rejected,
-        F.format_string(
-            "span '%s' (%s) of trace '%s' repeats the one at line %d of %s",
-            F.col(SPAN_ID),
-            F.coalesce(F.col(KIND), F.lit("no kind")),
-            F.col(C.TRACE_ID),
-            F.col("__sp_first_line"),
-            F.col("__sp_first_source"),
-        ),
-        DUPLICATE_SPAN,
-        trace_id=F.col(C.TRACE_ID),
-    )
-    unique = numbered.where(F.col("__sp_n") == 1).drop(
-        "__sp_n", "__sp_first_source", "__sp_first_line"
-    )
-    return unique, repeats
-
-
-def _references(spans: DataFrame) -> DataFrame:
-    """One row per (span, reference) with the span it names, if read: the parent (the
-    best of the spans with that id: on the same process, else not a CLIENT), the
-    CLIENT sharing a SERVER's id, and each link."""
-
-    def ref(kind: str, trace: Column, span_id: Column) -> Column:
-        return F.struct(
-            F.lit(kind).alias(_REF_TYPE),
-            F.coalesce(trace, F.col(C.TRACE_ID)).alias(_REF_TRACE),
-            span_id.alias(_REF_ID),
-        )
-
-    parent_id = F.col(f"{PARENT}.{SPAN_ID}")
-    has_parent = parent_id.isNotNull() & ~(
-        parent_id.eqNullSafe(F.col(SPAN_ID))
-        & F.coalesce(F.col(f"{PARENT}.{C.TRACE_ID}"), F.col(C.TRACE_ID)).eqNullSafe(
-            F.col(C.TRACE_ID)
-        )
-    )
-    refs = F.concat(
-        F.when(
-            has_parent, F.array(ref(_PARENT_REF, F.col(f"{PARENT}.{C.TRACE_ID}"), parent_id))
-        ).otherwise(F.array()),
-        F.when(
-            F.col(KIND) == SERVER, F.array(ref(_SHARED_REF, F.lit(None), F.col(SPAN_ID)))
-        ).otherwise(F.array()),
-        F.transform(
-            F.coalesce(F.col(LINKS), F.array()),
-            lambda link: ref(_LINK_REF, link[C.TRACE_ID], link[SPAN_ID]),
-        ),
-    )
-    exploded = spans.select(
-        C.TRACE_ID, _KEY, C.PROCESS, KIND, SPAN_ID, F.explode(refs).alias("__sp_ref")
-    ).select(
-        C.TRACE_ID,
-        _KEY,
-        C.PROCESS,
-        KIND,
-        SPAN_ID,
-        F.col(f"__sp_ref.{_REF_TYPE}").alias(_REF_TYPE),
-        F.col(f"__sp_ref.{_REF_TRACE}").alias(_REF_TRACE),
-        F.col(f"__sp_ref.{_REF_ID}").alias(_REF_ID),
-    )
-    targets = spans.select(
-        F.col(C.TRACE_ID).alias(_REF_TRACE),
-        F.col(SPAN_ID).alias(_REF_ID),
-        F.col(_KEY).alias(_T_KEY),
-        F.col(KIND).alias(_T_KIND),
-        F.col(C.PROCESS).alias(_T_PROCESS),
-        F.col(END_NS).alias(_T_END),
-    )
-    joined = exploded.join(targets, [_REF_TRACE, _REF_ID], "left")
-    # a shared reference only names a CLIENT; never the span itself
-    joined = joined.where((F.col(_REF_TYPE) != _SHARED_REF) | (F.col(_T_KIND) == CLIENT)).where(
-        F.col(_T_KEY).isNull() | (F.col(_T_KEY) != F.col(_KEY))
-    )
-    preference = (
-        F.when(F.col(_T_KEY).isNull(), 9)
-        .when(F.col(_T_PROCESS) == F.col(C.PROCESS), 0)
-        .when(F.col(_T_KIND).isNull() | (F.col(_T_KIND) != CLIENT), 1)
-        .otherwise(2)
-    )
-    best = Window.partitionBy(C.TRACE_ID, _KEY, _REF_TYPE, _REF_TRACE, _REF_ID).orderBy(
-        preference, _T_KEY
-    )
-    return (
-        joined.withColumn("__sp_rank", F.row_number().over(best))
-        .where(F.col("__sp_rank") == 1)
-        .drop("__sp_rank")
-        .withColumn(_T_FOUND, F.col(_T_KEY).isNotNull())
-    )
-
-
-_MESSAGE = T.StructType(
-    [
-        T.StructField(C.MSG_ID, T.StringType()),
-        # the sending span (null: an orphan) and side, the receiving span and side
-        T.StructField("src_key", T.StringType()),
-        T.StructField("src_side", T.IntegerType()),
-        T.StructField("src_process", T.StringType()),
-        T.StructField("dst_key", T.StringType()),
-        T.StructField("dst_side", T.IntegerType()),
-        T.StructField("dst_process", T.StringType()),
-        # when the receive happens (ns): sends are ordered by it
-        T.StructField("dst_ns", T.LongType()),
-    ]
-)
-
-
-def _messages(spans: DataFrame, refs: DataFrame) -> DataFrame:
-    """One row per message end pair (trace_id + `_MESSAGE` fields)."""
-    is_type = F.col(_REF_TYPE)
-    found = F.col(_T_FOUND)
-    target = F.struct(
-        F.col(_REF_ID).alias("id"),
-        F.col(_T_KEY).alias("key"),
-        F.col(_T_KIND).alias("kind"),
-        F.col(_T_PROCESS).alias("process"),
-        found.alias("found"),
-        F.col(_T_END).alias("end"),
-    )
-    per_span = refs.groupBy(C.TRACE_ID, _KEY).agg(
-        F.max_by(target, F.when(is_type == _SHARED_REF, 1)).alias("__sp_shared_client"),
-        F.max_by(target, F.when(is_type == _PARENT_REF, 1)).alias("__sp_parent"),
-        F.collect_list(F.when(is_type == _LINK_REF, target)).alias("__sp_links"),
-    )
-    own = spans.select(C.TRACE_ID, _KEY, SPAN_ID, KIND, SHARED, C.PROCESS, START_NS)
-    s = own.join(per_span, [C.TRACE_ID, _KEY], "left")
-    shared_client = F.col("__sp_shared_client")
-    parent = F.col("__sp_parent")
-    links = F.coalesce(F.col("__sp_links"), F.array())
-    span_id, process, kind = F.col(SPAN_ID), F.col(C.PROCESS), F.col(KIND)
-
-    def message(
-        suffix: Column,
-        src: Column | None,
-        src_side: int,
-        src_process: Column | None,
-        dst: Column,
-        dst_side: int,
-        dst_process: Column,
-        dst_ns: Column,
-    ) -> Column:
-        null = F.lit(None).cast("string")
-        return F.struct(
-            F.concat(span_id, suffix).alias(C.MSG_ID),
-            (src if src is not None else null).alias("src_key"),
-            F.lit(src_side).alias("src_side"),
-            (src_process if src_process is not None else null).alias("src_process"),
-            dst.alias("dst_key"),
-            F.lit(dst_side).alias("dst_side"),
-            dst_process.alias("dst_process"),
-            dst_ns.alias("dst_ns"),
-        )
-
-    me = F.col(_KEY)
-    my_start = F.col(START_NS)
-    # SERVER: its client, shared id first
-    client = F.coalesce(shared_client, F.when(parent["found"] & (parent["kind"] == CLIENT), parent))
-    rpc = F.array(
-        message(
-            F.lit(":req"), client["key"], START, client["process"], me, START, process, my_start
-        ),
-        message(
-            F.lit(":resp"), me, END, process, client["key"], END, client["process"], client["end"]
-        ),
-    )
-    server_orphan = (kind == SERVER) & (
-        F.coalesce(F.col(SHARED), F.lit(False)) | (parent.isNotNull() & ~parent["found"])
-    )
-    # CONSUMER: each producer named (parent or link), and each absent one
-    named = F.filter(
-        F.concat(F.when(parent.isNotNull(), F.array(parent)).otherwise(F.array()), links),
-        lambda t: ~t["found"] | (t["kind"] == PRODUCER),
-    )
-    one = F.size(named) == 1
-    consumed = F.transform(
-        named,
-        lambda t: message(
-            F.when(one, F.lit(":msg")).otherwise(F.concat(F.lit(":msg:"), t["id"])),
-            F.when(t["found"], t["key"]),
-            START,
-            F.when(t["found"], t["process"]),
-            me,
-            START,
-            process,
-            my_start,
-        ),
-    )
-    call = F.array(
-        message(
-            F.lit(":call"), parent["key"], START, parent["process"], me, START, process, my_start
-        )
-    )
-    call_applies = parent.isNotNull() & parent["found"] & (parent["process"] != process)
-    none = F.array().cast(T.ArrayType(_MESSAGE))
-    causes = (
-        F.when((kind == SERVER) & client.isNotNull(), rpc)
-        .when(
-            server_orphan,
-            F.array(message(F.lit(":req"), None, START, None, me, START, process, my_start)),
-        )
-        .when((kind == CONSUMER) & (F.size(named) > 0), consumed)
-        .when(call_applies, call)
-        .otherwise(none)
-    )
-    return s.select(C.TRACE_ID, F.explode(causes).alias("__sp_m")).select(C.TRACE_ID, "__sp_m.*")
-
-
 def pair_spans(spans: DataFrame, span_process: SpanProcess) -> DataFrame:
-    """Span records (`SPAN_SCHEMA`) -> raw rows (the contract of `base`)."""
-    bad = spans.where(F.col(PARSE_ERROR).isNotNull()).transform(
-        rejected, F.col(PARSE_ERROR), F.col(PARSE_REASON), trace_id=F.col(C.TRACE_ID)
-    )
-    unique, repeats = _without_duplicates(spans.where(F.col(PARSE_ERROR).isNull()))
-    keyed = unique.select(
-        "*",
-        F.concat(F.col(SPAN_ID), F.lit(":"), F.coalesce(F.col(KIND), F.lit(""))).alias(_KEY),
-        _process(span_process).alias(C.PROCESS),
-    )
-    refs = _references(keyed)
-    messages = _messages(keyed, refs)
-    receives = messages.groupBy(
-        C.TRACE_ID, F.col("dst_key").alias(_KEY), F.col("dst_side").alias(_SIDE)
-    ).agg(
-        F.array_sort(
-            F.collect_list(F.struct(F.col("src_process").alias(C.PEER), F.col(C.MSG_ID)))
-        ).alias("__sp_receives")
-    )
-    sends = (
-        messages.where(F.col("src_key").isNotNull())
-        .groupBy(C.TRACE_ID, F.col("src_key").alias(_KEY), F.col("src_side").alias(_SIDE))
-        .agg(
-            F.array_sort(
-                F.collect_list(
-                    F.struct(
-                        F.col("dst_ns").alias("__sp_dst_ns"),
-                        F.col(C.MSG_ID),
-                        F.col("dst_process").alias(C.PEER),
-                    )
-                )
-            ).alias("__sp_sends")
-        )
-    )
+    """Span records (`SPAN_SCHEMA`) -> raw rows (the contract of `base`): grouped by trace,
+    each trace paired by `spans_kernel.pair` in one task."""
 
-    def ends(column: str) -> Column:
-        return F.transform(
-            F.col(column),
-            lambda m: F.struct(m[C.MSG_ID].alias(C.MSG_ID), m[C.PEER].alias(C.PEER)),
-        )
+    def per_trace(records: pa.Table) -> pa.Table:
+        # Spark sends each chunk as one Arrow batch: keep them small for the JVM
+        rows = spans_kernel.pair(records, span_process)
+        return pa.Table.from_batches(rows.to_batches(max_chunksize=_BATCH), rows.schema)
 
-    events = keyed.select(
-        "*",
-        F.explode(
-            F.array(
-                F.struct(F.lit(START).alias("side"), F.col(START_NS).alias("ns")),
-                F.struct(F.lit(END).alias("side"), F.col(END_NS).alias("ns")),
-            )
-        ).alias("__sp_e"),
-    ).select("*", F.col("__sp_e.side").alias(_SIDE), F.col("__sp_e.ns").alias("__sp_ns"))
-    local = Window.partitionBy(C.TRACE_ID, C.PROCESS).orderBy(
-        "__sp_ns", _SIDE, SPAN_ID, F.coalesce(F.col(KIND), F.lit(""))
+    rows = (
+        spans.select(*SPAN_SCHEMA.fieldNames())
+        .groupBy(C.TRACE_ID)
+        .applyInArrow(per_trace, RAW_SCHEMA)
     )
-    label = F.concat(
-        F.coalesce(F.col(NAME), F.lit("span")),
-        F.when(F.col(_SIDE) == START, F.lit(" (start)")).otherwise(F.lit(" (end)")),
-        F.coalesce(F.concat(F.lit(" ["), F.col(NOTE), F.lit("]")), F.lit("")),
-    )
-    with_messages = (
-        events.join(receives, [C.TRACE_ID, _KEY, _SIDE], "left")
-        .join(sends, [C.TRACE_ID, _KEY, _SIDE], "left")
-        .select(
-            C.SOURCE,
-            C.LINE,
-            RECORD,
-            C.RAW,
-            C.TRACE_ID,
-            C.PROCESS,
-            F.rank().over(local).cast("string").alias(C.SEQ),
-            nanos_as_seconds(F.col("__sp_ns")).alias(C.TS),
-            label.alias(C.LABEL),
-            ends("__sp_receives").alias(_events.RECEIVES),
-            ends("__sp_sends").alias(_events.SENDS),
-        )
-    )
-    rows = _events.expand_events(with_messages)
-    return conform(rows).unionByName(bad).unionByName(repeats)
+    return conform(rows)
