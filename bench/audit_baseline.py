@@ -53,17 +53,9 @@ from causal_spark.anomalies.violations import (
 )
 from causal_spark.clocks.status import CLOCK_STATUS_INVALID, CLOCK_STATUS_OK
 from causal_spark.config import Config
-from causal_spark.replay import (
-    _ARROW_ROWS,
-    NOT_COMPUTED,
-    PEER,
-    PEER_LSEQ,
-    PROTOCOL,
-    RUN,
-    VALID,
-    _replay_group,
-)
-from causal_spark.replay_engine import KIND_CODES
+from causal_spark.replay import NOT_COMPUTED
+from causal_spark.replay.adapter import _ARROW_ROWS, PEER, PEER_LSEQ, RUN, VALID, _replay_group
+from causal_spark.replay.model import KIND_CODES, PROTOCOL
 
 # ------------------------------------------------------------------------------ what is checked
 

@@ -106,12 +106,14 @@ from causal_spark.app.session import build_session
 from causal_spark.app.stages import clocks_stage, ingest_stage, replay_stage
 from causal_spark.config import Config, load_config
 from causal_spark.generate import GeneratorSpec, generate_traces, write_generated
-from causal_spark.protocols import PROTOCOLS, protocol
-from causal_spark.replay import PEER, ReplayRequest, program_rows
-from causal_spark.replay_engine import Run, build_trace, replay
-from causal_spark.replay_layout import LayoutBuilder
-from causal_spark.replay_loop import layout, replay_compiled
+from causal_spark.replay import ReplayRequest, program_rows
+from causal_spark.replay.adapter import PEER
+from causal_spark.replay.layout import LayoutBuilder, layout
+from causal_spark.replay.model import Run
+from causal_spark.replay.run import replay_compiled
 from causal_spark.sinks import Warehouse
+from tests.oracles.replay.engine import build_trace, replay
+from tests.oracles.replay.protocols import PROTOCOLS, protocol
 
 HERE = Path(__file__).resolve().parent
 SCRATCH = HERE / "out" / "replay"

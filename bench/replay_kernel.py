@@ -79,9 +79,10 @@ def _reset_peak() -> int:
 
 def measure_loop(path: Path, name: str) -> dict[str, Any]:
     """The UDF's kernel on the rows of `path` under `name`, in this process."""
-    from causal_spark import replay as R
-    from causal_spark.replay_layout import LayoutBuilder
-    from causal_spark.replay_loop import compile_protocol, replay_compiled
+    from causal_spark.replay import adapter as R
+    from causal_spark.replay.layout import LayoutBuilder
+    from causal_spark.replay.run import replay_compiled
+    from causal_spark.replay.warmup import compile_protocol
 
     compile_protocol(name)
     base = _reset_peak()
@@ -137,8 +138,9 @@ def _simulated(events: int, figures: dict[str, Any]) -> int:
 
 def measure_reference(path: Path, name: str) -> dict[str, Any]:
     """The reference engine on the rows of `path` under `name`, in this process."""
-    from causal_spark.protocols import protocol
-    from causal_spark.replay_engine import KIND_CODES, build_trace, replay
+    from causal_spark.replay.model import KIND_CODES
+    from tests.oracles.replay.engine import build_trace, replay
+    from tests.oracles.replay.protocols import protocol
 
     kinds = {code: kind for kind, code in KIND_CODES.items()}
     base = _reset_peak()

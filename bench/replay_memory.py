@@ -72,9 +72,9 @@ def _rss() -> int:
 
 def measure(n: int, messages: int, protocol: str) -> dict[str, object]:
     """In this process: the group's peak RSS over the warmed-up baseline."""
-    from causal_spark.replay import _replay_group
-    from causal_spark.replay_loop import compile_protocol
-    from causal_spark.replay_size import estimate_run_bytes, group_shape
+    from causal_spark.replay.adapter import _replay_group
+    from causal_spark.replay.size import estimate_run_bytes, group_shape
+    from causal_spark.replay.warmup import compile_protocol
 
     compile_protocol(protocol)
     table = group(n, 8, protocol)

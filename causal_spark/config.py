@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
-from causal_spark.protocols import PROTOCOLS
+from causal_spark.replay.protocols.spec import SPECS
 
 SinkFormat = Literal["auto", "deltalake", "delta-spark"]
 _SINK_FORMATS: tuple[str, ...] = ("auto", "deltalake", "delta-spark")
@@ -113,7 +113,7 @@ class DetectSettings:
     max_trace_bytes: int = 6 << 30
 
 
-ALL_PROTOCOLS: tuple[str, ...] = tuple(PROTOCOLS)
+ALL_PROTOCOLS: tuple[str, ...] = tuple(SPECS)
 _RECEIVE_MODES: tuple[str, ...] = ("nonselective", "selective")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from causal_spark.clocks.kernel import vector_clocks
-from causal_spark.replay_engine import ReplayTrace, build_trace
+from tests.oracles.replay.engine import ReplayTrace, build_trace
 from tests.random_traces import Trace
 
 DATA = Path(__file__).resolve().parent.parent / "data-samples"

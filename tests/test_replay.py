@@ -22,11 +22,11 @@ from pyspark.sql import functions as F
 from causal_spark import tables
 from causal_spark.app.cli import main, run
 from causal_spark.config import ReplaySettings
-from causal_spark.plots import format_comparison
-from causal_spark.protocols import PROTOCOLS
 from causal_spark.replay import ReplayRequest, compare_protocols, program_rows, replay_protocols
-from causal_spark.replay_engine import replay
+from causal_spark.replay.plots import format_comparison
 from tests.conftest import read_delta
+from tests.oracles.replay.engine import replay
+from tests.oracles.replay.protocols import PROTOCOLS
 from tests.random_traces import frames, random_trace
 from tests.replay_traces import (
     WORKED,
@@ -285,7 +285,7 @@ def test_a_trace_whose_rows_cannot_form_programs_gets_an_error_row_not_a_crash()
     """The grouped UDF's kernel on one (trace, protocol) group whose process jumps an lseq."""
     import pyarrow as pa
 
-    from causal_spark.replay import _replay_group
+    from causal_spark.replay.adapter import _replay_group
 
     rows = {
         "trace_id": ["t", "t", "t"],
@@ -316,8 +316,8 @@ def test_deliveries_come_out_in_bounded_batches_whatever_the_input_batches(
     more than `DELIVERY_BATCH_ROWS` rows, and the rows are those of one batch per group."""
     import pyarrow as pa
 
-    from causal_spark import replay as replay_module
-    from causal_spark.replay import _replay_group
+    from causal_spark.replay import adapter as replay_module
+    from causal_spark.replay.adapter import _replay_group
 
     columns = [
         "trace_id",

@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 
-from causal_spark.protocols import PROTOCOLS
-from causal_spark.replay_engine import STATUS_OK, ReplayTrace, Run, accounting_error, replay
-from causal_spark.replay_loop import layout, replay_compiled
+from causal_spark.replay.figures import accounting_error
+from causal_spark.replay.layout import layout
+from causal_spark.replay.model import STATUS_OK, Run
+from causal_spark.replay.run import replay_compiled
+from tests.oracles.replay.engine import ReplayTrace, replay
+from tests.oracles.replay.protocols import PROTOCOLS
 from tests.replay_traces import from_rows
 
 

@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from causal_spark.protocols import PROTOCOLS, ProtocolParamError
-from causal_spark.protocols.base import Protocol
-from causal_spark.protocols.none import NoProtocol
-from causal_spark.replay_engine import (
-    ACCOUNTS,
+from causal_spark.replay.figures import ACCOUNTS
+from causal_spark.replay.model import (
     STATUS_DEADLOCK,
     STATUS_ERROR,
     STATUS_NOT_APPLICABLE,
     STATUS_OK,
-    ReplayTrace,
     Run,
-    replay,
 )
+from causal_spark.replay.protocols.params import ProtocolParamError
+from tests.oracles.replay.engine import ReplayTrace, replay
+from tests.oracles.replay.protocols import PROTOCOLS
+from tests.oracles.replay.protocols.base import Protocol
+from tests.oracles.replay.protocols.none import NoProtocol
 from tests.random_traces import random_trace
 from tests.replay_traces import (
     WORKED,

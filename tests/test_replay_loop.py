@@ -1,6 +1,6 @@
 """The compiled replay loop against the reference engine (DESIGN §4, issue 6).
 
-`causal_spark.replay_loop` must give, run for run, what `replay_engine`
+`causal_spark.replay.loop` must give, run for run, what `replay_engine`
 gives: status, reason, verification, every figure and every message's times,
 receive and piggyback, on the worked traces and on the same hundreds of
 random traces (point-to-point, broadcast, lossy, tied and ts-less) the
@@ -16,9 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from causal_spark.protocols import PROTOCOLS, ProtocolParamError
-from causal_spark.replay_engine import ReplayTrace, Run, TraceShapeError, build_trace, replay
-from causal_spark.replay_loop import CompiledTrace, layout, replay_compiled, warm_up
+from causal_spark.replay.layout import CompiledTrace, layout
+from causal_spark.replay.model import Run, TraceShapeError
+from causal_spark.replay.protocols.params import ProtocolParamError
+from causal_spark.replay.run import replay_compiled
+from causal_spark.replay.warmup import warm_up
+from tests.oracles.replay.engine import ReplayTrace, build_trace, replay
+from tests.oracles.replay.protocols import PROTOCOLS
 from tests.replay_traces import WORKED, worked
 from tests.test_replay_engine import RANDOM, assert_accounted
 

@@ -19,18 +19,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark.generate import GeneratorSpec, allot, process_events
-from causal_spark.plots import format_comparison
-from causal_spark.protocols import PROTOCOLS
 from causal_spark.replay import ReplayRequest, compare_protocols, program_rows, replay_protocols
-from causal_spark.replay_engine import (
-    STATUS_DEADLOCK,
-    STATUS_OK,
-    STATUS_STALLED,
-    ReplayTrace,
-    Run,
-    replay,
-)
-from causal_spark.replay_loop import layout, replay_compiled
+from causal_spark.replay.layout import layout
+from causal_spark.replay.model import STATUS_DEADLOCK, STATUS_OK, STATUS_STALLED, Run
+from causal_spark.replay.plots import format_comparison
+from causal_spark.replay.run import replay_compiled
+from tests.oracles.replay.engine import ReplayTrace, replay
+from tests.oracles.replay.protocols import PROTOCOLS
 from tests.random_traces import Trace, frames
 from tests.replay_traces import engine_trace, from_rows, recorded_lamport, worked
 

@@ -63,8 +63,8 @@ from causal_spark.generate import (
 from causal_spark.io.ledger import Ledger, WarehouseError
 from causal_spark.io.sinks import Warehouse
 from causal_spark.io.sources import InputError
-from causal_spark.plots import format_comparison, plot_overheads
 from causal_spark.replay import ReplayRequest, ReplayRequestError, parse_params
+from causal_spark.replay.plots import format_comparison, plot_overheads
 
 log = logging.getLogger("causal_spark")
 

@@ -39,13 +39,8 @@ from causal_spark.clocks.matrix import with_matrix_clocks
 from causal_spark.clocks.recorded import clock_mismatches
 from causal_spark.ingest import IngestTargets, ingest
 from causal_spark.io.sources import only_files, read_raw_rows
-from causal_spark.replay import (
-    ReplayRequest,
-    compare_protocols,
-    program_rows,
-    replay_protocols,
-)
-from causal_spark.replay_loop import warm_up
+from causal_spark.replay import ReplayRequest, compare_protocols, program_rows, replay_protocols
+from causal_spark.replay.warmup import warm_up
 
 log = logging.getLogger(__name__)
 

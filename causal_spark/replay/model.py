@@ -1,0 +1,58 @@
+"""What a replay is made of: event kinds, run statuses, the run record (docs/replay.md).
+
+Shared by the Spark adapter, the layout, the compiled loop and the reference
+engine the tests hold the loop to (`tests/oracles/replay/`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+SEND, RECEIVE, INTERNAL = 0, 1, 2
+KIND_CODES: Mapping[str, int] = {"send": SEND, "receive": RECEIVE, "internal": INTERNAL}
+EXTERNAL = -1  # source of an orphan's message when its sender is not a process of the trace
+
+# the column of `protocol_runs` and `deliveries` that names the protocol
+PROTOCOL = "protocol"
+
+STATUS_OK = "ok"
+STATUS_DEADLOCK = "deadlock"
+STATUS_STALLED = "stalled"
+STATUS_NOT_APPLICABLE = "not_applicable"
+STATUS_ERROR = "error"
+
+
+class TraceShapeError(ValueError):
+    """A trace's rows cannot form programs (a bug upstream, or a bad table)."""
+
+
+# a per-message column of a Run: a list from this engine, an array from the compiled one
+FloatColumn = Sequence[float | None] | np.ndarray
+IntColumn = Sequence[int | None] | np.ndarray
+BoolColumn = Sequence[bool | None] | np.ndarray
+
+
+@dataclass
+class Run:
+    """The result of one protocol over one trace (one `protocol_runs` row and its deliveries).
+
+    The per-message columns are lists with None from this engine, and arrays from
+    the compiled one (`replay_loop`): NaN for a missing time, -1 for a missing
+    receive or piggyback, 1.0 / 0.0 / NaN for held_back.
+    """
+
+    status: str
+    reason: str | None
+    verified: bool | None
+    figures: dict[str, float | int | None]
+    send_time: FloatColumn
+    post_time: FloatColumn
+    arrival_time: FloatColumn
+    delivery_time: FloatColumn
+    take_time: FloatColumn
+    taken_by: IntColumn
+    piggyback: IntColumn
+    held_back: BoolColumn

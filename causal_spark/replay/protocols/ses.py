@@ -1,0 +1,145 @@
+"""`ses`: Schiper-Eggli-Sandoz with (destination, vector time) pairs (Schiper, Eggli & Sandoz §4.2).
+
+Source: Schiper, Eggli & Sandoz, "A New Algorithm to Implement Causal Ordering", §4.2.
+
+Each site S keeps a vector time and ORD_BUFF_S, at most one pair (S', VT)
+per other site. Rules, by the paper's sections and docs/replay.md:
+- vector time ticks on each send event and each delivery (not on internal
+  events); a send event's copies carry VT(M), the time after its tick;
+- emission (§4.2.1): a copy carries ORD_BUFF_S as it was before the send;
+  a multicast copy to d also carries (d', VT(M)) for every other destination
+  d'; after the send, (d, VT(M)) replaces the pair of each destination d;
+- arrival (§4.2.2): a copy whose buffer holds a pair (S2, VT) for its
+  destination S2 is delivered only once VT < VT(S2); on delivery the
+  buffer's other pairs merge into ORD_BUFF_S2 by component-wise sup, and
+  VT(S2) := sup(VT(S2), VT(M)), then ticks;
+- obsolete pairs (§4.2.4): on delivery of M from S1, the pair (S1, VT) of
+  ORD_BUFF_S2 is deleted when VT < VT(M).
+A copy carries n integers of VT(M) plus n + 1 per pair.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from causal_spark.replay.layout import CompiledTrace
+from causal_spark.replay.loop import post
+from causal_spark.replay.protocols.spec import SPECS
+from causal_spark.replay.structs import new_pool, pool_release, pool_row, pool_take
+
+SPEC = SPECS["ses"]
+
+#
+# State, for n processes (Schiper, Eggli & Sandoz §4.2, as the reference class above):
+# - time[p]: VT(p), the vector time of site p (n x n);
+# - has[p, s], pairs[p, s]: ORD_BUFF_p, whether it holds a pair for site s and that
+#   pair's vector time (n x n and n x n x n; a pair is absent when has is 0);
+# - pool: one row per send event, shared by its copies and released when the last
+#   one is delivered: VT(M) (n), which sites the send event's copies go to (n), and
+#   ORD_BUFF of the sender before the send, as has (n) and pairs (n x n). A copy to
+#   d carries that buffer with (d', VT(M)) for every other destination d';
+# - slot[m]: copy m's pool row (-1 before it is sent).
+# The dict order of the reference's buffers never shows (only their sizes count and
+# the pairs of different sites merge independently), so dense arrays reproduce it.
+
+State = namedtuple("State", "time has pairs pool slot")
+
+
+def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any, str | None]:
+    """The state of a run over `trace` with parsed `params`, and why the protocol cannot
+    run the trace (None when it can)."""
+    n = trace.n
+    state = State(
+        np.zeros((n, n), np.int64),
+        np.zeros((n, n), np.int64),
+        np.zeros((n, n, n), np.int64),
+        new_pool(3 * n + n * n),
+        np.full(trace.messages, -1, np.int32),
+    )
+    return state, None
+
+
+@njit(cache=True)
+def _c_below(a, b):  # type: ignore[no-untyped-def]
+    """a < b for vector times: every component <= and the vectors differ."""
+    differ = False
+    for k in range(len(a)):
+        if a[k] > b[k]:
+            return False
+        if a[k] != b[k]:
+            differ = True
+    return differ
+
+
+@njit(cache=True)
+def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    st.time[p, p] += 1
+    slot = pool_take(st.pool, len(own))
+    row = pool_row(st.pool, slot)
+    row[:n] = st.time[p]
+    row[n : 2 * n] = 0
+    for m in own:
+        row[n + lay.dst[m]] = 1
+    row[2 * n : 3 * n] = st.has[p]
+    row[3 * n :] = st.pairs[p].ravel()
+    for m in own:
+        d = lay.dst[m]
+        size = 0
+        for s in range(n):
+            if row[2 * n + s] != 0 or (row[n + s] != 0 and s != d):
+                size += 1
+        st.slot[m] = slot
+        post(eng, lay, m, p, t, n + size * (n + 1))
+    for m in own:
+        d = lay.dst[m]
+        st.has[p, d] = 1
+        st.pairs[p, d] = row[:n]
+    return True
+
+
+@njit(cache=True)
+def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
+    n = lay.n
+    row = pool_row(st.pool, st.slot[m])
+    # the copy's pair for its destination p is the sender's, from before the send
+    if row[2 * n + p] == 0:
+        return True
+    return _c_below(row[3 * n + p * n : 3 * n + (p + 1) * n], st.time[p])
+
+
+@njit(cache=True)
+def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
+    n = lay.n
+    row = pool_row(st.pool, st.slot[m])
+    stamp = row[:n]
+    for s in range(n):
+        if s == p:
+            continue
+        if row[n + s] != 0:  # another destination of the multicast: (s, VT(M))
+            vt = stamp
+        elif row[2 * n + s] != 0:
+            vt = row[3 * n + s * n : 3 * n + (s + 1) * n]
+        else:
+            continue
+        if st.has[p, s] != 0:
+            for k in range(n):
+                if vt[k] > st.pairs[p, s, k]:
+                    st.pairs[p, s, k] = vt[k]
+        else:
+            st.has[p, s] = 1
+            st.pairs[p, s] = vt
+    mine = st.time[p]
+    for k in range(n):
+        if stamp[k] > mine[k]:
+            mine[k] = stamp[k]
+    mine[p] += 1
+    sender = lay.src[m]
+    if st.has[p, sender] != 0 and _c_below(st.pairs[p, sender], stamp):
+        st.has[p, sender] = 0
+    pool_release(st.pool, st.slot[m])

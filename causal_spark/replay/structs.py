@@ -1,0 +1,401 @@
+"""The compiled loop's data: engine state, layout, pools and grids as StructRefs, and the heap.
+
+Constants name the program states, heap priorities, item kinds, message states,
+engine counters and flags the loop (`loop.py`) and the protocols' hooks share.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+from numba import njit, types
+from numba.experimental import structref
+from numba.extending import intrinsic
+from numba.np.numpy_support import carray
+
+import causal_spark.replay.cache  # noqa: F401 (stamps the functions below: import it first)
+
+# program states, heap priorities and item kinds (as in replay_engine)
+READY, WAIT_RECEIVE, WAIT_SEND, DONE = 0, 1, 2, 3
+ARRIVAL, STEP = 0, 1
+ITEM_STEP, ITEM_APP, ITEM_EXT, ITEM_CTL = 0, 1, 2, 3
+LAST = 1 << 61  # the Lamport clock of items that stand for no recorded event
+_LOW = 40  # bits of the insertion number or receive lseq in the third heap key
+# a message's state
+M_NONE, M_POSTED, M_PENDING, M_READY, M_TAKEN = 0, 1, 2, 3, 4
+# engine counters
+(K_CONTROL, K_CONTROL_INTS, K_MAX_BUFFER, K_SEQ, K_HEAP, K_SLOTS, K_FREE, K_VIOLATED,
+ K_HEAP_CAP, K_SLOTS_CAP) = range(10)  # fmt: skip
+# flags
+F_CAUSAL, F_FIFO_TRANSPORT, F_P2P, F_SELECTIVE, F_VERIFY = range(5)
+# what the replay checks as it runs (flags[F_VERIFY])
+V_NONE, V_FIFO, V_CAUSAL = 0, 1, 2
+# what a protocol's `c_next` answers when it does not know the one copy it may deliver
+SCAN = -2
+
+Eng = namedtuple(
+    "Eng",
+    "flags send_t post_t del_t take_t mst taken_by pig pnext pprev "
+    "pc state now pend_head pend_tail pend_count pend_bypass rdy_head rdy_tail cnt "
+    "ht hk1 hk2 hs q_item q_kind q_a q_b q_c q_free chan_last scratch default_latency "
+    "ex_count ex_send chan_max vc vpool vslot",
+)
+
+
+# The loop's functions take the trace, the engine state and pools as StructRefs: one pointer
+# per call. As namedtuples of dozens of arrays they were passed member by member, hundreds of
+# machine words per call, which cost more than the work of an event; a StructRef's fields can
+# also be replaced (a heap or a pool grows). Python keeps the namedtuples (same arrays).
+
+
+@structref.register
+class _LayoutType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+
+
+class LayoutRef(structref.StructRefProxy):
+    """The `Layout` as the loop sees it."""
+
+
+@structref.register
+class _EngType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+
+
+class EngRef(structref.StructRefProxy):
+    """The engine state (`Eng`) as the loop sees it."""
+
+
+@structref.register
+class _PoolType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+
+
+class PoolRef(structref.StructRefProxy):
+    """Fixed-width integer rows, each shared by some holders (`new_pool`)."""
+
+
+@structref.register
+class _GridType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+
+
+class GridRef(structref.StructRefProxy):
+    """A fixed number of integer rows whose width doubles on demand (`new_grid`)."""
+
+
+_LAYOUT_FIELDS = (
+    "n", "ev_start", "kind", "lamport", "etime", "copy_start", "take", "src", "dst",
+    "send_ev", "recv_ev", "latency", "ch_keys", "ch_lat", "trace_lat", "start", "messages",
+)  # fmt: skip
+structref.define_proxy(LayoutRef, _LayoutType, list(_LAYOUT_FIELDS))  # type: ignore[no-untyped-call]
+# the heap's and its payloads' columns grow: the engine holds each as an array (`<name>_a`,
+# which keeps it alive) and the pointer the loop indexes (`<name>`)
+_GROWING = ("ht", "hk1", "hk2", "hs", "q_item", "q_kind", "q_a", "q_b", "q_c", "q_free")
+_ENG_FIELDS = [*Eng._fields, *(f"{name}_a" for name in _GROWING)]
+structref.define_proxy(EngRef, _EngType, _ENG_FIELDS)  # type: ignore[no-untyped-call]
+# rows, refs and free are the arrays (they keep the memory); data, refs_p and free_p their
+# pointers, which the loop indexes
+structref.define_proxy(  # type: ignore[no-untyped-call]
+    PoolRef, _PoolType, ["rows", "refs", "free", "top", "width", "data", "refs_p", "free_p"]
+)
+
+
+def _intrinsic(fn: Any) -> Any:
+    """`numba.extending.intrinsic`, seen by mypy as what it is called with in compiled code
+    (the typing context is Numba's argument, not the caller's)."""
+    return intrinsic(fn)
+
+
+@_intrinsic
+def _address(typingctx, array):  # type: ignore[no-untyped-def]
+    """The data pointer of a contiguous array: the loop indexes it without counting
+    references (the arrays stay alive in the Python-side namedtuple while it runs)."""
+    sig = types.CPointer(array.dtype)(array)  # type: ignore[no-untyped-call]
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return context.make_array(array)(context, builder, args[0]).data
+
+    return sig, codegen
+
+
+# Per-message, per-event and per-process columns are raw pointers in the StructRefs: each
+# access to an array member of a StructRef counts a reference (an atomic increment and
+# decrement), which cost more than the work of most events. The arrays that grow (the heap,
+# its payloads, pools) stay arrays.
+
+
+@njit(cache=True)
+def layout_ref(lay):  # type: ignore[no-untyped-def]
+    return LayoutRef(  # type: ignore[no-untyped-call]
+        lay.n, _address(lay.ev_start), _address(lay.kind), _address(lay.lamport),
+        _address(lay.etime), _address(lay.copy_start), _address(lay.take), _address(lay.src),
+        _address(lay.dst), _address(lay.send_ev), _address(lay.recv_ev),
+        _address(lay.latency), lay.ch_keys, lay.ch_lat, lay.trace_lat, lay.start,
+        len(lay.src),
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def eng_ref(e):  # type: ignore[no-untyped-def]
+    return EngRef(  # type: ignore[no-untyped-call]
+        _address(e.flags), _address(e.send_t), _address(e.post_t), _address(e.del_t),
+        _address(e.take_t), _address(e.mst), _address(e.taken_by), _address(e.pig),
+        _address(e.pnext), _address(e.pprev), _address(e.pc), _address(e.state),
+        _address(e.now), _address(e.pend_head), _address(e.pend_tail),
+        _address(e.pend_count), _address(e.pend_bypass), _address(e.rdy_head),
+        _address(e.rdy_tail), _address(e.cnt),
+        _address(e.ht), _address(e.hk1), _address(e.hk2), _address(e.hs), _address(e.q_item),
+        _address(e.q_kind), _address(e.q_a), _address(e.q_b), _address(e.q_c),
+        _address(e.q_free), _address(e.chan_last), _address(e.scratch), e.default_latency,
+        _address(e.ex_count), _address(e.ex_send), _address(e.chan_max), e.vc, e.vpool,
+        _address(e.vslot), e.ht, e.hk1, e.hk2, e.hs, e.q_item, e.q_kind, e.q_a, e.q_b, e.q_c,
+        e.q_free,
+    )  # fmt: skip
+
+
+structref.define_proxy(GridRef, _GridType, ["cells", "width", "data"])  # type: ignore[no-untyped-call]
+
+
+@njit(cache=True)
+def _pool_ref(rows, refs, free):  # type: ignore[no-untyped-def]
+    return PoolRef(  # type: ignore[no-untyped-call]
+        rows, refs, free, len(free), rows.shape[1], _address(rows.ravel()), _address(refs),
+        _address(free),
+    )  # fmt: skip
+
+
+# ---- a pool of fixed-width integer rows (a send event's snapshot, shared by its copies) ----
+
+
+def new_pool(width: int, slots: int = 64, dtype: Any = np.int64) -> Any:
+    """A pool of `slots` rows of `width` integers (it doubles when full)."""
+    free = np.arange(slots - 1, -1, -1, dtype=np.int64)
+    return _pool_ref(np.zeros((slots, max(width, 1)), dtype), np.zeros(slots, np.int64), free)
+
+
+@njit(cache=True)
+def _grow_pool(pool):  # type: ignore[no-untyped-def]
+    size = pool.rows.shape[0]
+    grown = np.zeros((2 * size, pool.width), pool.rows.dtype)
+    grown[:size] = pool.rows
+    pool.rows = grown
+    pool.data = _address(grown.ravel())
+    refs = np.zeros(2 * size, np.int64)
+    refs[:size] = pool.refs
+    pool.refs = refs
+    pool.refs_p = _address(refs)
+    free = np.empty(2 * size, np.int64)
+    for i in range(size):
+        free[i] = 2 * size - 1 - i
+    pool.free = free
+    pool.free_p = _address(free)
+    pool.top = size
+
+
+@njit(cache=True, inline="always")
+def pool_take(pool, holders):  # type: ignore[no-untyped-def]
+    """A free row for `holders` copies (released when each has called pool_release). Rows
+    seen through `pool_row` before this call may have moved: take them again after it."""
+    if pool.top == 0:
+        _grow_pool(pool)
+    pool.top -= 1
+    slot = pool.free_p[pool.top]
+    pool.refs_p[slot] = holders
+    return slot
+
+
+@njit(cache=True, inline="always")
+def pool_release(pool, slot):  # type: ignore[no-untyped-def]
+    pool.refs_p[slot] -= 1
+    if pool.refs_p[slot] == 0:
+        pool.free_p[pool.top] = slot
+        pool.top += 1
+
+
+@_intrinsic
+def _shifted(typingctx, pointer, offset):  # type: ignore[no-untyped-def]
+    sig = pointer(pointer, types.intp)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.gep(args[0], [args[1]])
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def pool_row(pool, slot):  # type: ignore[no-untyped-def]
+    """Row `slot` of the pool, as a view of its memory (valid until the next pool_take)."""
+    return carray(_shifted(pool.data, slot * pool.width), pool.width)
+
+
+# ---- a grid: one growable row per process (a protocol's per-process heap) -----------------
+
+
+def new_grid(rows: int, width: int = 16) -> Any:
+    """`rows` rows of `width` int64, widened by `grid_widen`."""
+    return _grid_ref(np.zeros((max(rows, 1), width), np.int64))
+
+
+@njit(cache=True)
+def _grid_ref(cells):  # type: ignore[no-untyped-def]
+    return GridRef(cells, cells.shape[1], _address(cells.ravel()))  # type: ignore[no-untyped-call]
+
+
+@njit(cache=True)
+def grid_widen(grid):  # type: ignore[no-untyped-def]
+    """Double the width of every row (rows seen through `grid_row` before move)."""
+    rows, width = grid.cells.shape
+    grown = np.zeros((rows, 2 * width), np.int64)
+    grown[:, :width] = grid.cells
+    grid.cells = grown
+    grid.width = 2 * width
+    grid.data = _address(grown.ravel())
+
+
+@njit(cache=True, inline="always")
+def grid_row(grid, row):  # type: ignore[no-untyped-def]
+    """Row `row` of the grid, as a view of its memory (valid until it widens)."""
+    return carray(_shifted(grid.data, row * grid.width), grid.width)
+
+
+# ---- the heap --------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _before(t1, a1, b1, t2, a2, b2):  # type: ignore[no-untyped-def]
+    if t1 != t2:
+        return t1 < t2
+    if a1 != a2:
+        return a1 < a2
+    return b1 < b2
+
+
+@njit(cache=True)
+def _grown(values):  # type: ignore[no-untyped-def]
+    out = np.empty(2 * len(values), values.dtype)
+    out[: len(values)] = values
+    return out
+
+
+@njit(cache=True)
+def _grow_heap(eng):  # type: ignore[no-untyped-def]
+    eng.ht_a = _grown(eng.ht_a)
+    eng.ht = _address(eng.ht_a)
+    eng.hk1_a = _grown(eng.hk1_a)
+    eng.hk1 = _address(eng.hk1_a)
+    eng.hk2_a = _grown(eng.hk2_a)
+    eng.hk2 = _address(eng.hk2_a)
+    eng.hs_a = _grown(eng.hs_a)
+    eng.hs = _address(eng.hs_a)
+    eng.cnt[K_HEAP_CAP] = len(eng.ht_a)
+
+
+@njit(cache=True)
+def _grow_slots(eng):  # type: ignore[no-untyped-def]
+    eng.q_item_a = _grown(eng.q_item_a)
+    eng.q_item = _address(eng.q_item_a)
+    eng.q_kind_a = _grown(eng.q_kind_a)
+    eng.q_kind = _address(eng.q_kind_a)
+    eng.q_a_a = _grown(eng.q_a_a)
+    eng.q_a = _address(eng.q_a_a)
+    eng.q_b_a = _grown(eng.q_b_a)
+    eng.q_b = _address(eng.q_b_a)
+    eng.q_c_a = _grown(eng.q_c_a)
+    eng.q_c = _address(eng.q_c_a)
+    eng.q_free_a = _grown(eng.q_free_a)
+    eng.q_free = _address(eng.q_free_a)
+    eng.cnt[K_SLOTS_CAP] = len(eng.q_item_a)
+
+
+@njit(cache=True)
+def push(eng, t, lam, prio, key, low, item, ckind, a, b, c):  # type: ignore[no-untyped-def]
+    """Schedule an item (a step, an arrival or a control message) at t; `low` < 0: order
+    it by insertion among items of the same (t, lam, prio, key)."""
+    cnt = eng.cnt
+    if cnt[K_FREE] > 0:
+        cnt[K_FREE] -= 1
+        slot = eng.q_free[cnt[K_FREE]]
+    else:
+        if cnt[K_SLOTS] == cnt[K_SLOTS_CAP]:
+            _grow_slots(eng)
+        slot = cnt[K_SLOTS]
+        cnt[K_SLOTS] += 1
+    q_item, q_kind, q_a, q_b, q_c = eng.q_item, eng.q_kind, eng.q_a, eng.q_b, eng.q_c
+    q_item[slot] = item
+    q_kind[slot] = ckind
+    q_a[slot] = a
+    q_b[slot] = b
+    q_c[slot] = c
+    cnt[K_SEQ] += 1
+    if low < 0:
+        low = cnt[K_SEQ]
+    k1 = lam * 2 + prio
+    k2 = (key << _LOW) | low
+    size = cnt[K_HEAP]
+    if size == cnt[K_HEAP_CAP]:
+        _grow_heap(eng)
+    cnt[K_HEAP] = size + 1
+    ht, hk1, hk2, hs = eng.ht, eng.hk1, eng.hk2, eng.hs
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _before(t, k1, k2, ht[parent], hk1[parent], hk2[parent]):
+            break
+        ht[i] = ht[parent]
+        hk1[i] = hk1[parent]
+        hk2[i] = hk2[parent]
+        hs[i] = hs[parent]
+        i = parent
+    ht[i] = t
+    hk1[i] = k1
+    hk2[i] = k2
+    hs[i] = slot
+
+
+@njit(cache=True)
+def _pop(eng):  # type: ignore[no-untyped-def]
+    """Remove the first item; returns its time, key and payload (its slot is freed)."""
+    ht, hk1, hk2, hs = eng.ht, eng.hk1, eng.hk2, eng.hs
+    t0 = ht[0]
+    key = hk2[0] >> _LOW
+    slot = hs[0]
+    payload = (eng.q_item[slot], eng.q_kind[slot], eng.q_a[slot], eng.q_b[slot], eng.q_c[slot])
+    cnt = eng.cnt
+    eng.q_free[cnt[K_FREE]] = slot
+    cnt[K_FREE] += 1
+    size = eng.cnt[K_HEAP] - 1
+    eng.cnt[K_HEAP] = size
+    if size > 0:
+        t = ht[size]
+        k1 = hk1[size]
+        k2 = hk2[size]
+        s = hs[size]
+        i = 0
+        while True:
+            child = 2 * i + 1
+            if child >= size:
+                break
+            right = child + 1
+            if right < size and _before(
+                ht[right], hk1[right], hk2[right], ht[child], hk1[child], hk2[child]
+            ):
+                child = right
+            if not _before(ht[child], hk1[child], hk2[child], t, k1, k2):
+                break
+            ht[i] = ht[child]
+            hk1[i] = hk1[child]
+            hk2[i] = hk2[child]
+            hs[i] = hs[child]
+            i = child
+        ht[i] = t
+        hk1[i] = k1
+        hk2[i] = k2
+        hs[i] = s
+    return t0, key, payload[0], payload[1], payload[2], payload[3], payload[4]

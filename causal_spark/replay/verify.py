@@ -1,0 +1,79 @@
+"""The replayed execution checked against its protocol's invariant, from its columns
+(docs/replay.md, "Invariant"): `none` reproduces the recording, total-order protocols
+take common multicasts in one order. FIFO and causal order are checked as the loop runs
+(`loop.py`, `V_*`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from causal_spark.replay.layout import CompiledTrace
+
+
+@njit(cache=True, inline="always")
+def _close(a, b):  # type: ignore[no-untyped-def]
+    if np.isnan(a) or np.isnan(b):
+        return np.isnan(a) and np.isnan(b)
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+@njit(cache=True)
+def _reproduces(lay, taken_by, take_t, send_t):  # type: ignore[no-untyped-def]
+    """`none` took every recorded message with its recorded receive at its recorded time,
+    and sent every message at its recorded time."""
+    for m in range(lay.messages):
+        r = lay.recv_ev[m]
+        if r >= 0:
+            if taken_by[m] != r - lay.ev_start[lay.dst[m]] + 1:
+                return False
+            if not _close(take_t[m], lay.etime[r]):
+                return False
+        s = lay.send_ev[m]
+        if s >= 0 and not _close(send_t[m], lay.etime[s]):
+            return False
+    return True
+
+
+def reproduces_recording(lay: Any, eng: Any) -> bool:
+    return bool(_reproduces(lay, eng.taken_by, eng.take_t, eng.send_t))
+
+
+def one_total_order(trace: CompiledTrace, eng: Any) -> bool:
+    lay = trace.layout
+    pick = np.flatnonzero((eng.taken_by >= 0) & (lay.send_ev >= 0))
+    if not len(pick):
+        return True
+    procs = lay.dst[pick]
+    order = np.lexsort((eng.taken_by[pick], procs))
+    group = lay.send_ev[pick][order]  # a multicast is one send event
+    procs = procs[order]
+    del pick, order
+    return bool(_one_order(procs, group, trace.n, int(lay.ev_start[-1])))
+
+
+@njit(cache=True)
+def _one_order(procs, group, n, groups):  # type: ignore[no-untyped-def]
+    """Every two processes take their common groups in one order (procs sorted, stable)."""
+    start = np.zeros(n + 1, np.int64)
+    for p in procs:
+        start[p + 1] += 1
+    for p in range(n):
+        start[p + 1] += start[p]
+    position = np.full(groups, -1, np.int32)
+    for q in range(n):
+        for i in range(start[q], start[q + 1]):
+            position[group[i]] = i - start[q]
+        for p in range(q + 1, n):
+            last = -1
+            for i in range(start[p], start[p + 1]):
+                at = position[group[i]]
+                if at >= 0:
+                    if at < last:
+                        return False
+                    last = at
+        for i in range(start[q], start[q + 1]):
+            position[group[i]] = -1
+    return True
