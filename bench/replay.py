@@ -97,6 +97,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
+# the reference engine the `reference` figures time lives in tests/oracles/replay/
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from _measure import PeakMemory
 

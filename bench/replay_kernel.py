@@ -38,6 +38,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
+# the reference engine the `reference` figures time lives in tests/oracles/replay/
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from replay_rows import read_batches, spec_for, write_programs
 

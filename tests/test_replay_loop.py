@@ -143,3 +143,12 @@ def test_unknown_parameters_are_rejected_as_the_reference_does() -> None:
         replay_compiled(compiled_of(trace), "rst", {"k": "3"})
     with pytest.raises(ProtocolParamError, match=r"sa\.k must be at least 2"):
         replay_compiled(compiled_of(trace), "sa", {"k": "1"})
+
+
+def test_the_spec_the_compiled_and_the_reference_registries_name_the_same_protocols() -> None:
+    from causal_spark.replay.protocols.registry import MODULES
+    from causal_spark.replay.protocols.spec import SPECS
+
+    assert list(MODULES) == list(SPECS) == list(PROTOCOLS)
+    for name, module in MODULES.items():
+        assert module.SPEC is SPECS[name] is PROTOCOLS[name].spec
