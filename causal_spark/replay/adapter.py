@@ -1,13 +1,11 @@
-"""The Spark adapter of the replay (docs/replay.md): every (trace, protocol) replayed in parallel.
+"""The Spark adapter of the replay (docs/replay.md): `program_rows` and `replay_protocols`.
 
-`program_rows` flattens `events` and `messages` into the rows the engine
-needs (one per internal event, per message copy of a send, per receive);
-`replay_protocols` crosses them with the protocols and replays each
-(trace, protocol) group with the compiled loop of `causal_spark.replay.loop`
-inside a grouped Arrow UDF (`replay_engine`, the Python reference, is what the
-tests hold it to). A group holds one trace's rows, so one trace x protocol
-runs in one Python worker; thousands of them run side by side. `compare_protocols`
-summarises `protocol_runs` across traces.
+`program_rows` flattens `events` and `messages` into the rows a replay needs
+(one per internal event, per message copy of a send, per receive);
+`replay_protocols` crosses them with the protocols and replays each (trace,
+protocol) group with the compiled loop (`run.replay_compiled`) inside a grouped
+Arrow UDF. A group holds one trace's rows, so one trace x protocol runs in one
+Python worker; thousands of them run side by side.
 """
 
 from __future__ import annotations

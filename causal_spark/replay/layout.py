@@ -153,8 +153,8 @@ class _Chunk(NamedTuple):
     plseq: np.ndarray  # int32: a receive's send lseq (-1: no send, an orphan)
 
 
-# errors found while placing rows send `finish` to `replay_shape.first_error`, which names
-# the first bad row in the reference engine's order (as `replay_engine.build_trace` does)
+# errors found while placing rows send `finish` to `shape.first_error`, which names
+# the first bad row in the reference engine's order (as the reference engine's trace builder does)
 
 
 class LayoutBuilder:
@@ -363,7 +363,7 @@ class LayoutBuilder:
 
     def in_flight(self) -> int:
         """The most copies sent and not yet received at one recorded time (before `finish`):
-        what the size guard needs besides rows and processes (`replay_size`)."""
+        what the size guard needs besides rows and processes (`size.py`)."""
         sends = []
         receives = []
         for c in self.chunks:
@@ -632,7 +632,7 @@ def layout(
     msg_id: Sequence[str | None],
     peer: np.ndarray,
 ) -> CompiledTrace:
-    """One trace's rows, as `replay_engine.build_trace` takes them, laid out for the loop.
+    """One trace's rows, as the reference engine's `build_trace` takes them, laid out for the loop.
 
     A receive is matched to its send by msg_id here (the rows carry no `peer_lseq`);
     raises `TraceShapeError` with the reference's message when the rows cannot form

@@ -1,22 +1,21 @@
-"""The compiled replay engine: the model of docs/replay.md as one Numba event loop (docs/replay.md).
+"""The compiled replay engine: the model of docs/replay.md as one Numba event loop.
 
-`replay_engine` is the reference: plain Python, one object per message, easy
-to read against the sources. This module runs the same model, event for event,
-over flat arrays, so one (trace, protocol) group replays at compiled speed
-inside the Spark task:
+The reference engine (`tests/oracles/replay/engine.py`) is plain Python, one
+object per message, easy to read against the sources. This module runs the same
+model, event for event, over flat arrays (`structs.py`), so one (trace,
+protocol) group replays at compiled speed inside the Spark task. `layout.py`
+lays one trace's rows out (`CompiledTrace`); `run.replay_compiled` runs a
+protocol over it and computes the figures (`figures.py`) and the verification
+(`verify.py`) once, from the loop's columns.
 
-- `replay_layout` lays one trace's rows out (`CompiledTrace`, re-exported here);
-- `replay_compiled(trace, name, params, selective, default_latency)` runs
-  protocol `name` and returns a `CompiledRun`: status, figures, verification,
-  and per-message columns as arrays (NaN / -1 where the reference has None).
-
-Each protocol module keeps its reference class and, next to it, its compiled
-form: a `State` namedtuple of arrays, `make_state(trace, params)` and the
-hooks `c_send`, `c_arrived`, `c_control`, `c_settle`, `c_deliverable`,
-`c_delivered`, `c_taken` (absent hooks take the defaults below, which are
-`none`'s behaviour). The loop is compiled once per protocol (its State type)
-and cached on disk. Protocol hooks call back `post`, `control`, `resume` and
-`notify`, and read `eng.pend_head` / `eng.pnext` for the pending copies.
+Each protocol's module (`protocols/<name>.py`, listed by `protocols/registry.py`,
+which `register`s it here) holds a `State` namedtuple of arrays, `make_state` and
+the hooks `c_send`, `c_arrived`, `c_control`, `c_settle`, `c_deliverable`,
+`c_next`, `c_delivered`, `c_taken` (absent hooks take the defaults below, which
+are `none`'s behaviour). The loop is compiled once per protocol (its State type)
+and cached on disk (`cache.py`). Protocol hooks call back `post`, `control`,
+`resume` and `notify`, and read `eng.pend_head` / `eng.pnext` for the pending
+copies.
 
 The heap orders items exactly as the reference does: (time, recorded Lamport
 clock, arrival before step, process, order, insertion), packed in three keys:
@@ -33,12 +32,8 @@ causal protocols runs as the replay takes messages (`V_*`): per channel the
 latest send taken (FIFO), or the receiver's vector clock and the sender's
 clock carried by each send event still in flight (causal order, Schiper, Eggli
 & Sandoz Proposition 2), so no vector clock is kept per event. Total order and
-`none`'s exactness are checked from the per-message columns afterwards.
-
-Numba keys a function's disk cache on its own source file; the loop here
-inlines the protocols' hooks, and the protocols' helpers call the loop's
-functions, so `_WingStampedLocator` stamps both with all of their files:
-editing either recompiles what depends on it.
+`none`'s exactness are checked from the per-message columns afterwards
+(`verify.py`).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ class Run:
     """The result of one protocol over one trace (one `protocol_runs` row and its deliveries).
 
     The per-message columns are lists with None from this engine, and arrays from
-    the compiled one (`replay_loop`): NaN for a missing time, -1 for a missing
+    the compiled one (`run.CompiledRun`): NaN for a missing time, -1 for a missing
     receive or piggyback, 1.0 / 0.0 / NaN for held_back.
     """
 

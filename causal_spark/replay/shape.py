@@ -1,10 +1,11 @@
 """Why rows cannot form programs: the reference engine's error for a trace the layout refuses.
 
-`replay_layout.LayoutBuilder` places rows by their coordinates without sorting
+`layout.LayoutBuilder` places rows by their coordinates without sorting
 them; when a row does not fit (a bad kind, a jump in lseq, two rows for one
 event, two copies to one destination, a send or receive without msg_id) it
-calls `first_error`, which sorts the rows as `replay_engine.build_trace` reads
-them, (pidx, lseq, peer), and names the first bad one in the reference's words.
+calls `first_error`, which sorts the rows as the reference engine's trace builder
+(tests/oracles/replay) reads them, (pidx, lseq, peer), and names the first bad one in
+the reference's words.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def first_error(
     """The reference's error for these rows (`chunks`: the layout's narrow columns, `p`,
     `lseq`, `kind`, `peer` per chunk; `odd`: (chunk, row) -> the kind text of a row whose
     kind is unknown, or None for a send or receive without msg_id): the first bad row in
-    (pidx, lseq, peer) order, as `replay_engine.build_trace` meets it."""
+    (pidx, lseq, peer) order, as the reference engine's trace builder meets it."""
     pidx = np.concatenate([np.empty(0, np.int64), *[x.p for x in chunks]]).astype(np.int64)
     lseq = np.concatenate([np.empty(0, np.int64), *[x.lseq for x in chunks]]).astype(np.int64)
     code = np.concatenate([np.empty(0, np.int64), *[x.kind for x in chunks]]).astype(np.int64)

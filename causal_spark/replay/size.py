@@ -79,7 +79,7 @@ def recorded_in_flight(ts: np.ndarray, sends: np.ndarray, receives: np.ndarray) 
 
 
 def pool_rows(in_flight: int) -> float:
-    """Rows a protocol's pool (`replay_loop.new_pool`) holds for `in_flight` send events: it
+    """Rows a protocol's pool (`structs.new_pool`) holds for `in_flight` send events: it
     starts at 64 and doubles, and while it grows the old rows live beside the new (x 1.5)."""
     return 1.5 * max(64, 1 << max(in_flight - 1, 0).bit_length())
 

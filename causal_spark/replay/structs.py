@@ -17,7 +17,7 @@ from numba.np.numpy_support import carray
 
 import causal_spark.replay.cache  # noqa: F401 (stamps the functions below: import it first)
 
-# program states, heap priorities and item kinds (as in replay_engine)
+# program states, heap priorities and item kinds (as in the reference engine, tests/oracles/replay)
 READY, WAIT_RECEIVE, WAIT_SEND, DONE = 0, 1, 2, 3
 ARRIVAL, STEP = 0, 1
 ITEM_STEP, ITEM_APP, ITEM_EXT, ITEM_CTL = 0, 1, 2, 3
@@ -50,10 +50,17 @@ Eng = namedtuple(
 # also be replaced (a heap or a pool grows). Python keeps the namedtuples (same arrays).
 
 
-@structref.register
-class _LayoutType(types.StructRef):
+class _Unliteral(types.StructRef):
+    """A StructRef type whose fields keep no literal types (one compiled loop per protocol,
+    whatever the values)."""
+
     def preprocess_fields(self, fields: Any) -> Any:
         return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+
+
+@structref.register
+class _LayoutType(_Unliteral):
+    pass
 
 
 class LayoutRef(structref.StructRefProxy):
@@ -61,9 +68,8 @@ class LayoutRef(structref.StructRefProxy):
 
 
 @structref.register
-class _EngType(types.StructRef):
-    def preprocess_fields(self, fields: Any) -> Any:
-        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+class _EngType(_Unliteral):
+    pass
 
 
 class EngRef(structref.StructRefProxy):
@@ -71,9 +77,8 @@ class EngRef(structref.StructRefProxy):
 
 
 @structref.register
-class _PoolType(types.StructRef):
-    def preprocess_fields(self, fields: Any) -> Any:
-        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+class _PoolType(_Unliteral):
+    pass
 
 
 class PoolRef(structref.StructRefProxy):
@@ -81,9 +86,8 @@ class PoolRef(structref.StructRefProxy):
 
 
 @structref.register
-class _GridType(types.StructRef):
-    def preprocess_fields(self, fields: Any) -> Any:
-        return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
+class _GridType(_Unliteral):
+    pass
 
 
 class GridRef(structref.StructRefProxy):

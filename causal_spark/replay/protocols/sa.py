@@ -38,7 +38,8 @@ from causal_spark.replay.structs import new_pool, pool_release, pool_row, pool_t
 SPEC = SPECS["sa"]
 
 #
-# State, for n processes (Sánchez & Álvarez §3, as the reference class above):
+# State, for n processes (Sánchez & Álvarez §3, as the reference class in
+# tests/oracles/replay/protocols/sa.py):
 # - k[0]: the threshold of non-zero entries;
 # - matrix[p]: M of Pi, dense (n x n x n); every entry the reference holds is >= 1,
 #   so 0 stands for an absent entry and the non-zero count is the dict's size;

@@ -35,7 +35,8 @@ from causal_spark.replay.structs import new_pool, pool_release, pool_row, pool_t
 SPEC = SPECS["ses"]
 
 #
-# State, for n processes (Schiper, Eggli & Sandoz §4.2, as the reference class above):
+# State, for n processes (Schiper, Eggli & Sandoz §4.2, as the reference class in
+# tests/oracles/replay/protocols/ses.py):
 # - time[p]: VT(p), the vector time of site p (n x n);
 # - has[p, s], pairs[p, s]: ORD_BUFF_p, whether it holds a pair for site s and that
 #   pair's vector time (n x n and n x n x n; a pair is absent when has is 0);
