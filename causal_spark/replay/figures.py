@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from numba import njit
 
-from causal_spark.replay.model import STATUS_OK, STATUS_STALLED
-from causal_spark.replay.structs import M_PENDING
+from causal_spark.replay.layout import CompiledTrace
+from causal_spark.replay.model import STATUS_OK, STATUS_STALLED, Execution
 
 
 def makespan_figures(
@@ -62,7 +62,7 @@ FIGURES = (
 
 
 @njit(cache=True)
-def tally(send_ev, recv_ev, latency, etime, send_t, post_t, del_t, take_t, mst, pig, held):  # type: ignore[no-untyped-def]  # fmt: skip
+def _tally(send_ev, recv_ev, latency, etime, send_t, post_t, del_t, take_t, arrived, pig, held):  # type: ignore[no-untyped-def]  # fmt: skip
     """Counts and sums over the messages (docs/replay.md, "Overhead"): held-back delays go
     to `held` (its first `held_count` entries)."""
     app = ints = ints_total = ints_max = held_count = 0
@@ -84,7 +84,7 @@ def tally(send_ev, recv_ev, latency, etime, send_t, post_t, del_t, take_t, mst, 
             elif np.isnan(latency[m]):
                 lost += 1
         delivered = not np.isnan(del_t[m])
-        if mst[m] >= M_PENDING:
+        if arrived[m]:
             if not delivered:
                 undelivered += 1
             elif send_ev[m] >= 0:
@@ -102,3 +102,60 @@ def tally(send_ev, recv_ev, latency, etime, send_t, post_t, del_t, take_t, mst, 
             untaken += 1
     return (app, ints, ints_total, ints_max, held_count, held_total, held_max, sender, lost,
             undelivered, untaken, unsent, taken)  # fmt: skip
+
+
+def figures_of(
+    trace: CompiledTrace,
+    execution: Execution,
+    status: str,
+    sender_delay: Callable[[float], float],
+) -> tuple[dict[str, float | int | None], int]:
+    """The figures of a run that started (`protocol_runs`, docs/replay.md "Overhead") and
+    how many copies it took. `sender_delay` turns the summed post - send of the copies
+    into the protocol's sender-side delay (a blocking send counts its own)."""
+    lay = trace.layout
+    held = np.empty(trace.messages, np.float64)
+    (app, ints, ints_total, ints_max, held_count, held_total, held_max, sender, lost,
+     undelivered, untaken, unsent, taken) = _tally(
+        lay.send_ev, lay.recv_ev, lay.latency, lay.etime, execution.send_time,
+        execution.post_time, execution.delivery_time, execution.take_time, execution.arrived,
+        execution.piggyback, held,
+    )  # fmt: skip
+    held = held[:held_count]
+    done = [
+        lay.etime[lay.ev_start[p] : lay.ev_start[p] + k].max()
+        for p, k in enumerate(execution.completed.tolist())
+        if k
+    ]
+    makespan, ratio = makespan_figures(
+        status,
+        float(execution.now.max()) if trace.n else trace.start,
+        float(max(done, default=trace.start)),
+        trace.start,
+        trace.end,
+    )
+    figures: dict[str, float | int | None] = {
+        "app_messages": app,
+        "control_messages": execution.control_messages,
+        "control_ints": execution.control_ints,
+        "piggyback_ints_total": ints_total,
+        "piggyback_ints_mean": ints_total / ints if ints else 0.0,
+        "piggyback_ints_max": ints_max,
+        "piggyback_bytes_total": 8 * ints_total,
+        "held_back": held_count,
+        "holdback_delay_total": float(held.sum()) if held_count else 0.0,
+        "holdback_delay_mean": float(held.mean()) if held_count else None,
+        "holdback_delay_p99": float(np.percentile(held, 99)) if held_count else None,
+        "holdback_delay_max": held_max if held_count else None,
+        "sender_delay_total": sender_delay(sender),
+        "max_holdback_buffer": execution.max_holdback_buffer,
+        "makespan": makespan,
+        "makespan_ratio": ratio,
+        # where each copy ends (docs/replay.md): besides taken, exactly one of these
+        "lost": lost,
+        "undelivered": undelivered,
+        "untaken": untaken,
+        "unsent": unsent,
+    }
+    del held_total
+    return figures, taken

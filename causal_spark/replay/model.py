@@ -56,3 +56,41 @@ class Run:
     taken_by: IntColumn
     piggyback: IntColumn
     held_back: BoolColumn
+
+
+@dataclass
+class Execution:
+    """What one replay did: the record its figures (`figures.py`) and its verification
+    (`verify.py`) are computed from, once.
+
+    Per message, in layout order: its send, post, delivery and take times (NaN where it
+    has none), the receive that took it (its lseq, -1 for none), its piggybacked integers
+    (-1 for none) and whether it reached its receiver's transport. Per process: how many
+    of its events completed and when the last one did. And the run's counters.
+    """
+
+    send_time: np.ndarray
+    post_time: np.ndarray
+    delivery_time: np.ndarray
+    take_time: np.ndarray
+    taken_by: np.ndarray
+    piggyback: np.ndarray
+    arrived: np.ndarray
+    completed: np.ndarray
+    now: np.ndarray
+    control_messages: int
+    control_ints: int
+    max_holdback_buffer: int
+    # the inline check (FIFO or causal order) met a violation as the loop ran
+    violated: bool
+
+    @classmethod
+    def empty(cls, messages: int, processes: int) -> Execution:
+        """The record of a run that did not start (`not_applicable`)."""
+        nan = np.full(messages, np.nan)
+        none = np.full(messages, -1, np.int32)
+        zeros = np.zeros(processes, np.int64)
+        return cls(
+            nan, nan, nan, nan, none, none, np.zeros(messages, bool), zeros,
+            np.zeros(processes), 0, 0, 0, False,
+        )  # fmt: skip

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
-from causal_spark.replay.figures import FIGURES, accounting_error, makespan_figures, tally
+from causal_spark.replay.figures import FIGURES, accounting_error, figures_of
 from causal_spark.replay.layout import CompiledTrace
 from causal_spark.replay.loop import new_engine, run_loop
 from causal_spark.replay.model import (
@@ -16,6 +15,7 @@ from causal_spark.replay.model import (
     STATUS_NOT_APPLICABLE,
     STATUS_OK,
     STATUS_STALLED,
+    Execution,
 )
 from causal_spark.replay.protocols.registry import module_of
 from causal_spark.replay.protocols.spec import ProtocolSpec
@@ -25,21 +25,19 @@ from causal_spark.replay.structs import (
     K_MAX_BUFFER,
     K_VIOLATED,
     M_PENDING,
-    V_CAUSAL,
-    V_FIFO,
-    V_NONE,
     eng_ref,
     layout_ref,
 )
-from causal_spark.replay.verify import one_total_order, reproduces_recording
+from causal_spark.replay.verify import inline_check, verify
 
 # --------------------------------------------------------------
 
 
 class CompiledRun:
     """The result of one protocol over one trace from the compiled loop: a `protocol_runs`
-    row and, per message (layout order), the columns of `deliveries` (NaN: no time; -1: no
-    receive or piggyback). Arrival and held-back are derived when asked (`columns`)."""
+    row and its `Execution`, whose per-message columns (layout order) are those of
+    `deliveries` (NaN: no time; -1: no receive or piggyback). Arrival and held-back are
+    derived when asked (`columns`)."""
 
     def __init__(
         self,
@@ -48,24 +46,18 @@ class CompiledRun:
         reason: str | None,
         verified: bool | None,
         figures: dict[str, float | int | None],
-        eng: Any,
+        execution: Execution,
     ) -> None:
         self.status = status
         self.reason = reason
         self.verified = verified
         self.figures = figures
+        self.execution = execution
         self._lay = trace.layout
-        count = trace.messages
-        if eng is None:
-            nan = np.full(count, np.nan)
-            self.send_time = self.post_time = self.delivery_time = self.take_time = nan
-            self.taken_by = self.piggyback = np.full(count, -1, np.int32)
-            self._arrived = np.zeros(count, bool)
-        else:
-            self.send_time, self.post_time = eng.send_t, eng.post_t
-            self.delivery_time, self.take_time = eng.del_t, eng.take_t
-            self.taken_by, self.piggyback = eng.taken_by, eng.pig
-            self._arrived = eng.mst >= M_PENDING
+        self.send_time, self.post_time = execution.send_time, execution.post_time
+        self.delivery_time, self.take_time = execution.delivery_time, execution.take_time
+        self.taken_by, self.piggyback = execution.taken_by, execution.piggyback
+        self._arrived = execution.arrived
 
     def columns(self, m: np.ndarray | slice) -> dict[str, np.ndarray]:
         """The deliveries columns of messages `m`: times, taken_by, piggyback, held_back
@@ -106,105 +98,53 @@ def replay_compiled(
     selective: bool = False,
     default_latency: float = 1.0,
 ) -> CompiledRun:
-    """Replay `trace` under protocol `name` with the compiled loop."""
-
+    """Replay `trace` under protocol `name` with the compiled loop: its execution, then its
+    figures and verification from that execution."""
     module = module_of(name)
     spec: ProtocolSpec = module.SPEC
     parsed = spec.parse(dict(params or {}))
     state, reason = module.make_state(trace, parsed)
     if reason is not None:
         figures: dict[str, float | int | None] = dict.fromkeys(FIGURES)
-        return CompiledRun(trace, STATUS_NOT_APPLICABLE, reason, None, figures, None)
-    verify = V_NONE
-    if spec.name != "none" and not spec.total_order and (spec.causal or spec.fifo):
-        verify = V_CAUSAL if spec.causal else V_FIFO
+        empty = Execution.empty(trace.messages, trace.n)
+        return CompiledRun(trace, STATUS_NOT_APPLICABLE, reason, None, figures, empty)
     fifo_transport = spec.uses_fifo_transport(parsed)
     flags = (int(spec.causal), int(fifo_transport), int(spec.point_to_point), int(selective))
-    eng = new_engine(trace, flags, default_latency, verify)
+    eng = new_engine(trace, flags, default_latency, inline_check(spec))
     run_loop(state, eng_ref(eng), layout_ref(trace.layout))
-    lay = trace.layout
-    length = np.diff(lay.ev_start)
-    unfinished = np.flatnonzero(eng.pc < length)
-    status, reason = STATUS_OK, None
-    if len(unfinished):
-        lost = trace.lost
-        status = STATUS_STALLED if lost else STATUS_DEADLOCK
-        blocked = ", ".join(
-            f"{trace.names[p]} at #{eng.pc[p] + 1}" for p in unfinished[:5].tolist()
-        )
-        reason = f"{len(unfinished)} process(es) wait for ever: {blocked}"
-        if status == STATUS_STALLED:
-            reason += f" (the log lost {lost} message(s))"
-    if spec.name == "none":
-        verified = None if trace.skewed else reproduces_recording(layout_ref(lay), eng)
-    elif spec.total_order:
-        verified = one_total_order(trace, eng)
-    elif verify != V_NONE:
-        verified = not eng.cnt[K_VIOLATED]
-    else:
-        verified = None
-    return _result(trace, eng, module, state, status, reason, verified)
-
-
-def _result(
-    trace: CompiledTrace,
-    eng: Any,
-    module: Any,
-    state: Any,
-    status: str,
-    reason: str | None,
-    verified: bool | None,
-) -> CompiledRun:
-    lay = trace.layout
-    held = np.empty(trace.messages, np.float64)
-    (app, ints, ints_total, ints_max, held_count, held_total, held_max, sender, lost,
-     undelivered, untaken, unsent, taken) = tally(
-        lay.send_ev, lay.recv_ev, lay.latency, lay.etime, eng.send_t, eng.post_t, eng.del_t,
-        eng.take_t, eng.mst, eng.pig, held,
+    execution = Execution(
+        eng.send_t, eng.post_t, eng.del_t, eng.take_t, eng.taken_by, eng.pig,
+        eng.mst >= M_PENDING, eng.pc, eng.now, int(eng.cnt[K_CONTROL]),
+        int(eng.cnt[K_CONTROL_INTS]), int(eng.cnt[K_MAX_BUFFER]), bool(eng.cnt[K_VIOLATED]),
     )  # fmt: skip
-    held = held[:held_count]
-    done = [
-        lay.etime[lay.ev_start[p] : lay.ev_start[p] + k].max()
-        for p, k in enumerate(eng.pc.tolist())
-        if k
-    ]
-    makespan, ratio = makespan_figures(
-        status,
-        float(eng.now.max()) if trace.n else trace.start,
-        float(max(done, default=trace.start)),
-        trace.start,
-        trace.end,
-    )
-    figures: dict[str, float | int | None] = {
-        "app_messages": app,
-        "control_messages": int(eng.cnt[K_CONTROL]),
-        "control_ints": int(eng.cnt[K_CONTROL_INTS]),
-        "piggyback_ints_total": ints_total,
-        "piggyback_ints_mean": ints_total / ints if ints else 0.0,
-        "piggyback_ints_max": ints_max,
-        "piggyback_bytes_total": 8 * ints_total,
-        "held_back": held_count,
-        "holdback_delay_total": float(held.sum()) if held_count else 0.0,
-        "holdback_delay_mean": float(held.mean()) if held_count else None,
-        "holdback_delay_p99": float(np.percentile(held, 99)) if held_count else None,
-        "holdback_delay_max": held_max if held_count else None,
-        "sender_delay_total": _sender_delay(module, state, sender),
-        "max_holdback_buffer": int(eng.cnt[K_MAX_BUFFER]),
-        "makespan": makespan,
-        "makespan_ratio": ratio,
-        # where each copy ends (docs/replay.md): besides taken, exactly one of these
-        "lost": lost,
-        "undelivered": undelivered,
-        "untaken": untaken,
-        "unsent": unsent,
-    }
-    del held, held_total
+    del eng  # the heap and the protocol's buffers go now
+    status, reason = _ending(trace, execution)
+    verified = verify(trace, spec, execution)
+    own = getattr(module, "sender_delay", None)
+
+    def sender_delay(post_minus_send: float) -> float:
+        return float(own(state, post_minus_send)) if own is not None else post_minus_send
+
+    figures, taken = figures_of(trace, execution, status, sender_delay)
     wrong = accounting_error(figures, taken, trace.messages)
     if wrong is not None:
         status, reason = STATUS_ERROR, wrong
-    return CompiledRun(trace, status, reason, verified, figures, eng)
+    return CompiledRun(trace, status, reason, verified, figures, execution)
 
 
-def _sender_delay(module: Any, state: Any, post_minus_send: float) -> float:
-    own = getattr(module, "sender_delay", None)
-    return float(own(state, post_minus_send)) if own is not None else post_minus_send
+def _ending(trace: CompiledTrace, execution: Execution) -> tuple[str, str | None]:
+    """ok when every process ran its program to the end; else stalled (the log lost
+    messages) or deadlock, with the processes that wait for ever."""
+    length = np.diff(trace.layout.ev_start)
+    unfinished = np.flatnonzero(execution.completed < length)
+    if not len(unfinished):
+        return STATUS_OK, None
+    lost = trace.lost
+    status = STATUS_STALLED if lost else STATUS_DEADLOCK
+    blocked = ", ".join(
+        f"{trace.names[p]} at #{execution.completed[p] + 1}" for p in unfinished[:5].tolist()
+    )
+    reason = f"{len(unfinished)} process(es) wait for ever: {blocked}"
+    if status == STATUS_STALLED:
+        reason += f" (the log lost {lost} message(s))"
+    return status, reason

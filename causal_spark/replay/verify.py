@@ -5,12 +5,13 @@ take common multicasts in one order. FIFO and causal order are checked as the lo
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numba import njit
 
 from causal_spark.replay.layout import CompiledTrace
+from causal_spark.replay.model import Execution
+from causal_spark.replay.protocols.spec import ProtocolSpec
+from causal_spark.replay.structs import V_CAUSAL, V_FIFO, V_NONE, layout_ref
 
 
 @njit(cache=True, inline="always")
@@ -37,17 +38,45 @@ def _reproduces(lay, taken_by, take_t, send_t):  # type: ignore[no-untyped-def]
     return True
 
 
-def reproduces_recording(lay: Any, eng: Any) -> bool:
-    return bool(_reproduces(lay, eng.taken_by, eng.take_t, eng.send_t))
+def inline_check(spec: ProtocolSpec) -> int:
+    """What the loop checks as it runs for this protocol (`V_*`): FIFO order for `fifo`,
+    causal order for the causal protocols; the rest are checked afterwards (`verify`)."""
+    if spec.name != "none" and not spec.total_order and (spec.causal or spec.fifo):
+        return V_CAUSAL if spec.causal else V_FIFO
+    return V_NONE
 
 
-def one_total_order(trace: CompiledTrace, eng: Any) -> bool:
+def verify(trace: CompiledTrace, spec: ProtocolSpec, execution: Execution) -> bool | None:
+    """Did the replayed execution keep the protocol's promise (docs/replay.md, "Invariant")?
+    None where nothing is promised (or `none` on a skewed trace, which cannot reproduce)."""
+    if spec.name == "none":
+        return None if trace.skewed else reproduces_recording(trace, execution)
+    if spec.total_order:
+        return one_total_order(trace, execution)
+    if inline_check(spec) != V_NONE:
+        return not execution.violated
+    return None
+
+
+def reproduces_recording(trace: CompiledTrace, execution: Execution) -> bool:
+    return bool(
+        _reproduces(
+            layout_ref(trace.layout),
+            execution.taken_by,
+            execution.take_time,
+            execution.send_time,
+        )
+    )
+
+
+def one_total_order(trace: CompiledTrace, execution: Execution) -> bool:
     lay = trace.layout
-    pick = np.flatnonzero((eng.taken_by >= 0) & (lay.send_ev >= 0))
+    taken_by = execution.taken_by
+    pick = np.flatnonzero((taken_by >= 0) & (lay.send_ev >= 0))
     if not len(pick):
         return True
     procs = lay.dst[pick]
-    order = np.lexsort((eng.taken_by[pick], procs))
+    order = np.lexsort((taken_by[pick], procs))
     group = lay.send_ev[pick][order]  # a multicast is one send event
     procs = procs[order]
     del pick, order
