@@ -88,9 +88,7 @@ def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
 
 # the events table's inputs: the Spark runs before have filled its `lamport` and `vc` (10 GB at
 # 10^7 x 256, beyond int32 list offsets when sorted), which the baselines compute themselves
-EVENT_INPUTS = [
-    f.name for f in tables.arrow_schema(tables.EVENTS) if f.name not in ("lamport", "vc")
-]
+EVENT_INPUTS = [f.name for f in tables.arrow_schema(tables.EVENTS) if f.name not in ("lamport", "vc")]
 
 
 def build_tables(raw: pa.Table, warehouse: Path) -> int:

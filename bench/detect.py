@@ -196,10 +196,7 @@ def main() -> int:
         clocked = warehouse.read("events")
         delivered = delivered_messages(warehouse.read("messages"), warehouse.read("trace_clocks"))
         shapes: dict[str, list[tuple[int, int]]] = {}
-        for impl, engine in (
-            ("crowns per-trace", "per_trace"),
-            ("crowns distributed", "distributed"),
-        ):
+        for impl, engine in (("crowns per-trace", "per_trace"), ("crowns distributed", "distributed")):
             settings = replace(config.detect, crown_engine=engine)
 
             def solve(settings: DetectSettings = settings, impl: str = impl) -> None:
@@ -290,7 +287,8 @@ def render(payload: dict) -> str:
         "pairwise s | pairwise / detect | networkx s | crown kernel s | networkx / kernel | "
         "crowns per-trace s | crowns distributed s | distributed / per-trace | "
         "overtaken | crown sccs | detect peak MB | distributed peak MB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "---:|",
     ]
     for name, case in sorted(by_case.items(), key=lambda kv: next(iter(kv[1].values()))["events"]):
         first = next(iter(case.values()))

@@ -97,17 +97,8 @@ def random_trace(
             if rng.random() < orphan:
                 counter += 1
                 trace.messages.append(
-                    _message(
-                        trace_id,
-                        f"o{counter}",
-                        None,
-                        None,
-                        None,
-                        p,
-                        names.index(p),
-                        event(p, "receive", 0),
-                        "orphan",
-                    )
+                    _message(trace_id, f"o{counter}", None, None, None, p, names.index(p),
+                             event(p, "receive", 0), "orphan")
                 )
             else:
                 event(p, "internal", 0)
@@ -117,17 +108,8 @@ def random_trace(
             at = event(p, "send", k)
             for q in targets:
                 counter += 1
-                m = _message(
-                    trace_id,
-                    f"m{counter}",
-                    p,
-                    names.index(p),
-                    at,
-                    q,
-                    names.index(q),
-                    None,
-                    "in_flight",
-                )
+                m = _message(trace_id, f"m{counter}", p, names.index(p), at, q, names.index(q),
+                             None, "in_flight")
                 trace.messages.append(m)
                 if rng.random() >= lose:
                     waiting[q].append(m)
@@ -144,15 +126,8 @@ def random_trace(
 
 
 def _message(
-    trace_id: str,
-    msg_id: str,
-    src: str | None,
-    src_pidx: int | None,
-    send_lseq: int | None,
-    dst: str,
-    dst_pidx: int,
-    recv_lseq: int | None,
-    status: str,
+    trace_id: str, msg_id: str, src: str | None, src_pidx: int | None, send_lseq: int | None,
+    dst: str, dst_pidx: int, recv_lseq: int | None, status: str,
 ) -> dict[str, Any]:
     return {
         "trace_id": trace_id,

@@ -107,14 +107,10 @@ def test_causal_past_future_and_cone(clocked: tuple[list[Trace], DataFrame, Data
     trace = traces[0]
     future = _truth(trace)
     for process, lseq in random.Random(1).sample(sorted(future), 4):
-        past = {
-            (r.process, r.lseq)
-            for r in causal_past(events, trace.trace_id, process, lseq).collect()
-        }
-        ahead = {
-            (r.process, r.lseq)
-            for r in causal_future(events, trace.trace_id, process, lseq).collect()
-        }
+        past = {(r.process, r.lseq) for r in causal_past(events, trace.trace_id, process, lseq)
+                .collect()}
+        ahead = {(r.process, r.lseq) for r in causal_future(events, trace.trace_id, process, lseq)
+                 .collect()}
         assert past == {e for e, after in future.items() if (process, lseq) in after}
         assert ahead == future[(process, lseq)]
         cone = causal_cone(events, trace.trace_id, process, lseq).collect()
@@ -137,7 +133,8 @@ def test_matrix_clocks_match_brute_force(
     traces, events, messages = clocked
     rows = with_matrix_clocks(events, messages).collect()
     got: dict[tuple[str, str, int], dict[tuple[int, int], int]] = {
-        (r.trace_id, r.process, r.lseq): {(m.src_pidx, m.dst_pidx): m.n for m in r.mc} for r in rows
+        (r.trace_id, r.process, r.lseq): {(m.src_pidx, m.dst_pidx): m.n for m in r.mc}
+        for r in rows
     }
     for trace in traces:
         for (process, lseq), counts in brute_matrix(trace).items():
@@ -177,14 +174,8 @@ def test_graphframes_adapter_gives_the_same_components(spark: SparkSession) -> N
     )
     joins = connected_components(vertices, edges, backend="joins").labels
     assert {(r.trace_id, r.pidx): r.component for r in joins.collect()} == {
-        ("t", 0): 0,
-        ("t", 1): 0,
-        ("t", 2): 0,
-        ("t", 3): 3,
-        ("t", 4): 4,
-        ("t", 5): 4,
-        ("u", 0): 0,
-        ("u", 1): 0,
+        ("t", 0): 0, ("t", 1): 0, ("t", 2): 0, ("t", 3): 3, ("t", 4): 4, ("t", 5): 4,
+        ("u", 0): 0, ("u", 1): 0,
     }
     if not graphframes_available(vertices):
         pytest.skip(
@@ -194,6 +185,7 @@ def test_graphframes_adapter_gives_the_same_components(spark: SparkSession) -> N
     found = connected_components(vertices, edges, backend="graphframes")
     assert found.backend == "graphframes"
     assert sorted(found.labels.collect()) == sorted(joins.collect())
+
 
 
 def test_forcing_graphframes_without_its_jar_is_a_clear_error(spark: SparkSession) -> None:

@@ -347,7 +347,8 @@ def test_the_commands_of_the_scheduling_doc_run(tmp_path: Path) -> None:
     )
     keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
     arguments = [
-        _paths(a, tmp_path).replace("{{ ds }}", "2026-11-24") for a in keywords["application_args"]
+        _paths(a, tmp_path).replace("{{ ds }}", "2026-11-24")
+        for a in keywords["application_args"]
     ]
     conf = [x for key, value in keywords["conf"].items() for x in ("--conf", f"{key}={value}")]
     done = subprocess.run(
