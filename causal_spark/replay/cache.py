@@ -24,8 +24,9 @@ from numba.core import caching
 NUMBA_VERSION = "0.68.1"
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# the wing's compiled modules (besides every protocol module): a change to any recompiles all
-_COMPILED = ("structs.py", "loop.py", "verify.py", "figures.py")
+# the compiled modules that take the loop's StructRefs (besides every protocol module): a
+# change to any recompiles all of them
+_COMPILED = ("structs.py", "loop.py", "verify.py")
 
 
 class _WingStampedLocator:
