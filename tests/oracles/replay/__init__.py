@@ -1,0 +1,1 @@
+"""The reference replay engine (`engine`) and the reference protocol classes (`protocols`)."""

@@ -1,4 +1,11 @@
-"""The replay engine: one discrete-event model of programs, network and protocol (docs/replay.md).
+"""The reference replay engine: one discrete-event model of programs, network and protocol.
+
+The readable definition of docs/replay.md that the product's compiled loop
+(`causal_spark.replay.loop`) is held to, event for event, by the tests. It keeps
+its own trace builder, figures and verification on purpose: they are the
+independent, obvious versions of the product's (`layout.py`, `figures.py`,
+`verify.py` and the loop's inline checks), so a test that compares the two
+compares two implementations. The product imports nothing from here.
 
 No Spark here: `build_trace` turns one trace's rows into programs and
 messages, `replay` runs one protocol over it and returns the run's figures,
