@@ -246,8 +246,10 @@ def split_traces(programs: pa.Table) -> list[pa.Table]:
 
 
 def compiled(name: str) -> bool:
-    """Whether protocol `name` has its compiled form (what the UDF checks too)."""
-    return hasattr(sys.modules[protocol(name).__module__], "make_state")
+    """Whether protocol `name` has its compiled form (in the product's registry)."""
+    from causal_spark.replay.protocols.registry import MODULES
+
+    return hasattr(MODULES.get(name), "make_state")
 
 
 def _names(pidx: np.ndarray, process: list[str]) -> list[str]:
