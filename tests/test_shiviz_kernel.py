@@ -1,6 +1,6 @@
 """The ShiViz kernel (`io.readers.shiviz_kernel`) on random logs, against two references:
 ShiViz's own inference (`tests.reference_readers.shiviz_reference`, no Spark) on valid
-logs, and the Spark clock checks the tracing reader uses (`io.readers.clocks.check_clocks`)
+logs, its messages and every row they become (`shiviz_rows`), and the Spark clock checks the tracing reader uses (`io.readers.clocks.check_clocks`)
 on logs broken at random. The seed of a failing log is in the assertion message."""
 
 from __future__ import annotations
@@ -10,37 +10,47 @@ import random
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark.io.readers.clocks import CLOCK_ERROR, check_clocks, clock_counts
 from causal_spark.io.readers.shiviz_kernel import CLOCK_ARROW, RECORD_FIELDS, infer_rows
-from tests.reference_readers import shiviz_reference
+from tests.reference_readers import shiviz_reference, shiviz_rows
 
 
-def _execution(rng: random.Random) -> list[tuple[str, dict[str, int], str]]:
+def _execution(
+    rng: random.Random, multicast: bool = False
+) -> list[tuple[str, dict[str, int], str]]:
     """A random run of message passing as ShiViz records: (host, clock, event) in an
-    order that respects happened-before."""
-    hosts = [f"h{i}" for i in range(rng.randint(2, 5))]
+    order that respects happened-before. `multicast`: a send may go to several hosts and
+    an event may take several messages at once (ShiViz then drops the candidates that
+    another one knows of)."""
+    hosts = [f"h{i}" for i in range(rng.randint(2, 6 if multicast else 5))]
     clocks = {h: {h: 0} for h in hosts}
     in_flight: list[tuple[str, dict[str, int]]] = []
     records = []
-    for _ in range(rng.randint(1, 30)):
+    for _ in range(rng.randint(1, 40 if multicast else 30)):
         host = rng.choice(hosts)
         clock = dict(clocks[host])
         arriving = [m for m in in_flight if m[0] == host]
         if arriving and rng.random() < 0.6:
-            message = rng.choice(arriving)
-            in_flight.remove(message)
-            for q, n in message[1].items():
-                clock[q] = max(clock.get(q, 0), n)
+            k = rng.randint(1, min(3, len(arriving))) if multicast else 0
+            taken = rng.sample(arriving, k) if multicast else [rng.choice(arriving)]
+            for message in taken:
+                in_flight.remove(message)
+                for q, n in message[1].items():
+                    clock[q] = max(clock.get(q, 0), n)
             what = "receive"
         else:
             what = "send" if rng.random() < 0.7 else "internal"
         clock[host] += 1
         clocks[host] = clock
-        if what == "send":
-            in_flight.append((rng.choice([h for h in hosts if h != host]), dict(clock)))
+        if what == "send" or (multicast and rng.random() < 0.4):
+            others = [h for h in hosts if h != host]
+            k = rng.randint(1, len(others)) if multicast else 0
+            for to in rng.sample(others, k) if multicast else [rng.choice(others)]:
+                in_flight.append((to, dict(clock)))
         records.append((host, {q: n for q, n in clock.items() if n}, what))
     return records
 
@@ -100,6 +110,31 @@ def test_inference_is_shivizs_on_random_logs() -> None:
         assert all(r["parse_error"] is None for r in rows), seed
         _, expected = shiviz_reference(text)
         assert _messages(rows) == expected, seed
+
+
+@pytest.mark.parametrize("multicast", [False, True], ids=["unicast", "multicast"])
+def test_rows_are_shivizs_messages_laid_out_on_random_logs(multicast: bool) -> None:
+    """Every row, in order: the kernel against ShiViz's messages laid out as DESIGN §1b
+    says (`shiviz_rows`), on random logs where events receive several messages at once
+    and send to several hosts."""
+    kinds: set[str] = set()
+    for seed in range(300):
+        text = _text(_execution(random.Random(seed), multicast))
+        records = _records("x.log", text)
+        rows = infer_rows(_table(records)).to_pylist()
+        label = {r["line"]: r["label"] for r in records}
+        clock = {r["line"]: r["clock"] for r in records}
+        got = [
+            (r["line"], r["process"], int(r["seq"]), r["sub"], r["kind"], r["msg_id"], r["peer"],
+             r["label"] is not None, r["recorded_vc"] is not None)
+            for r in rows
+        ]  # fmt: skip
+        assert got == shiviz_rows(text), seed
+        assert all(r["label"] in (None, label[r["line"]]) for r in rows), seed
+        assert all(r["recorded_vc"] in (None, clock[r["line"]]) for r in rows), seed
+        kinds |= {f"{r['kind']}@{r['sub']}" for r in rows}
+    # the logs reach several receives and sends in one logged event
+    assert {"receive@1", "send@1", "send@2"} <= kinds if multicast else "receive@0" in kinds
 
 
 def _broken(rng: random.Random, records: list[tuple[str, dict[str, int], str]]) -> str:
