@@ -190,7 +190,8 @@ def test_the_clock_checks_are_the_spark_ones_on_random_broken_logs(spark: SparkS
 
 def test_plain_clocks_parse_as_json_does() -> None:
     """`clock_counts` reads a plain clock (plain keys, integer counts) with a regex; on
-    random texts near that form it gives what the JSON parse gives."""
+    random texts near that form it gives what the JSON parse gives, and `clock_array`
+    (the reader's bulk parse, in Arrow) gives what `clock_counts` gives."""
     from causal_spark.io.readers import clocks
 
     def by_json(text: str) -> dict[str, int] | None:
@@ -201,6 +202,7 @@ def test_plain_clocks_parse_as_json_does() -> None:
     pieces = ['"a"', '"b"', '"é"', '"a\\"b"', '\\"a\\"', '"\x01"', ":", ",", " ", "\n", "0",
               "7", "01", "1.0", "1e2", '"3"', "-1", str(1 << 63), str((1 << 63) - 1), "true"]  # fmt: skip
     fast = 0
+    texts: list[str | None] = [None]
     for _ in range(3000):
         body = [rng.choice(pieces) for _ in range(rng.randint(0, 7))]
         if rng.random() < 0.7:  # mostly key:value pairs
@@ -209,4 +211,13 @@ def test_plain_clocks_parse_as_json_does() -> None:
         text = "{" + "".join(body) + "}"
         fast += clocks._plain_counts(text) is not False
         assert clocks.clock_counts(text) == by_json(text), text
+        texts.append(text)
     assert fast > 500
+    one_by_one = [clocks.clock_counts(t) for t in texts]
+    bulk = clocks.clock_array(pa.array(texts, pa.string())).to_pylist()
+    wrong = [
+        (t, got, want)
+        for t, got, want in zip(texts, bulk, one_by_one, strict=True)
+        if got != (None if want is None else list(want.items()))
+    ]
+    assert not wrong, wrong[:5]
