@@ -4,8 +4,9 @@ against the same events in our row format (issue 18: within 2x).
     flock /tmp/causal-heavy.lock .venv/bin/python bench/readers.py \
         --events 1000000 --repeats 3 --out bench/readers.md
 
-Four inputs, made once (not timed) from `causal-spark generate` output (one trace,
-`--processes` processes, `--events` events):
+Four inputs, made once (not timed; with `--reuse`, those an earlier run of the same sizes
+left in `--work`) from `causal-spark generate` output (one trace, `--processes`
+processes, `--events` events):
 
 - `rows-shiviz`: the generated rows, JSON lines (our row format);
 - `shiviz`: the same trace as a ShiViz log, as `causal-spark export --format shiviz`
@@ -61,6 +62,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--spans-per-line", type=int, default=1000)
     parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take the inputs an earlier run made in --work with the same sizes (not remade)",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "readers.md"))
     args = parser.parse_args()
 
@@ -69,8 +75,17 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-readers-"))
     spec = GeneratorSpec(processes=args.processes, events=args.events, seed=7).validate()
     began = time.perf_counter()
-    inputs = _make_inputs(spark, spec, work, args.spans_per_line)
-    print(f"inputs made in {time.perf_counter() - began:.0f} s", flush=True)
+    stamp = work / "inputs.json"
+    made_for = json.dumps(
+        {"events": spec.events, "processes": spec.processes, "spans_per_line": args.spans_per_line}
+    )
+    if args.reuse and stamp.exists() and stamp.read_text() == made_for:
+        inputs = _input_paths(work)
+        print(f"inputs of an earlier run reused: {made_for}", flush=True)
+    else:
+        inputs = _make_inputs(spark, spec, work, args.spans_per_line)
+        stamp.write_text(made_for)
+        print(f"inputs made in {time.perf_counter() - began:.0f} s", flush=True)
 
     def ingest(name: str, path: Path, fmt: str) -> tuple[float, dict[str, int]]:
         warehouse = work / f"wh-{name}"
@@ -124,11 +139,15 @@ def _make_inputs(
             spans_out.write(line + "\n")
         for row in _otlp_twin(rows):
             rows_out.write(json.dumps(row) + "\n")
+    return _input_paths(work)
+
+
+def _input_paths(work: Path) -> dict[str, tuple[Path, str]]:
     return {
-        "rows-shiviz": (rows_dir, "events"),
-        "shiviz": (shiviz, "shiviz"),
-        "rows-otlp": (twin, "events"),
-        "otlp": (otlp, "otlp"),
+        "rows-shiviz": (work / "rows-shiviz", "events"),
+        "shiviz": (work / "shiviz.log", "shiviz"),
+        "rows-otlp": (work / "rows-otlp.jsonl", "events"),
+        "otlp": (work / "otlp.jsonl", "otlp"),
     }
 
 

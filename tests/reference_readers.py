@@ -2,7 +2,8 @@
 
 - `shiviz_reference`: ShiViz's own algorithm, ported line by line from
   DistributedClocks/shiviz `js/model/parser.js` (ExecutionParser) and
-  `js/model/modelGraph.js` (initPrevNext, initParentChild), for valid logs.
+  `js/model/modelGraph.js` (initPrevNext, initParentChild), for valid logs;
+  `shiviz_rows`, the raw rows DESIGN §1b lays those messages out as.
 - `vector_clocks`: Fidge-Mattern vector clocks of raw rows by brute force
   (iterate until nothing changes), and `log_units`, the clock in a log's own
   units (DESIGN §1b: the entry for q is the seq of q's event at lseq vc[q]).
@@ -84,6 +85,38 @@ def shiviz_reference(
             for c in connections.values():
                 messages.add((c.host, c.own, node.host, node.own))
     return events, messages
+
+
+def shiviz_rows(
+    text: str, regex: str | None = None
+) -> list[tuple[int, str, int, int, str, str | None, str | None, bool, bool]]:
+    """The raw rows a valid log becomes (DESIGN §1b), from ShiViz's own messages: per
+    logged event, in file order, its receives (by sending host), then its sends (by
+    destination, then msg_id; the i-th message to a destination in the i-th send event
+    after the receives), else one internal event. A row: (line, process, seq, sub, kind,
+    msg_id, peer, whether it is the event's first sub, whether its last)."""
+    events, messages = shiviz_reference(text, regex)
+    received: dict[tuple[str, int], list[tuple[str, str]]] = defaultdict(list)
+    sent: dict[tuple[str, int], list[tuple[str, str]]] = defaultdict(list)
+    for q, v, p, s in messages:
+        msg_id = f"{q}#{v}>{p}#{s}"
+        received[(p, s)].append((q, msg_id))
+        sent[(q, v)].append((p, msg_id))
+    rows = []
+    for e in events:
+        got = sorted(received[(e.host, e.own)])
+        subs: list[tuple[int, str, str | None, str | None]] = [
+            (k, "receive", m, q) for k, (q, m) in enumerate(got)
+        ]
+        to: dict[str, int] = defaultdict(int)
+        for p, m in sorted(sent[(e.host, e.own)]):
+            subs.append((len(got) + to[p], "send", m, p))
+            to[p] += 1
+        subs = subs or [(0, "internal", None, None)]
+        last = max(k for k, *_ in subs)
+        rows += [(e.line, e.host, e.own, k, kind, m, peer, k == 0, k == last)
+                 for k, kind, m, peer in subs]  # fmt: skip
+    return rows
 
 
 @dataclass(frozen=True)

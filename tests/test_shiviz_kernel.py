@@ -1,6 +1,6 @@
 """The ShiViz kernel (`io.readers.shiviz_kernel`) on random logs, against two references:
 ShiViz's own inference (`tests.reference_readers.shiviz_reference`, no Spark) on valid
-logs, and the Spark clock checks the tracing reader uses (`io.readers.clocks.check_clocks`)
+logs, its messages and every row they become (`shiviz_rows`), and the Spark clock checks the tracing reader uses (`io.readers.clocks.check_clocks`)
 on logs broken at random. The seed of a failing log is in the assertion message."""
 
 from __future__ import annotations
@@ -10,37 +10,47 @@ import random
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark.io.readers.clocks import CLOCK_ERROR, check_clocks, clock_counts
 from causal_spark.io.readers.shiviz_kernel import CLOCK_ARROW, RECORD_FIELDS, infer_rows
-from tests.reference_readers import shiviz_reference
+from tests.reference_readers import shiviz_reference, shiviz_rows
 
 
-def _execution(rng: random.Random) -> list[tuple[str, dict[str, int], str]]:
+def _execution(
+    rng: random.Random, multicast: bool = False
+) -> list[tuple[str, dict[str, int], str]]:
     """A random run of message passing as ShiViz records: (host, clock, event) in an
-    order that respects happened-before."""
-    hosts = [f"h{i}" for i in range(rng.randint(2, 5))]
+    order that respects happened-before. `multicast`: a send may go to several hosts and
+    an event may take several messages at once (ShiViz then drops the candidates that
+    another one knows of)."""
+    hosts = [f"h{i}" for i in range(rng.randint(2, 6 if multicast else 5))]
     clocks = {h: {h: 0} for h in hosts}
     in_flight: list[tuple[str, dict[str, int]]] = []
     records = []
-    for _ in range(rng.randint(1, 30)):
+    for _ in range(rng.randint(1, 40 if multicast else 30)):
         host = rng.choice(hosts)
         clock = dict(clocks[host])
         arriving = [m for m in in_flight if m[0] == host]
         if arriving and rng.random() < 0.6:
-            message = rng.choice(arriving)
-            in_flight.remove(message)
-            for q, n in message[1].items():
-                clock[q] = max(clock.get(q, 0), n)
+            k = rng.randint(1, min(3, len(arriving))) if multicast else 0
+            taken = rng.sample(arriving, k) if multicast else [rng.choice(arriving)]
+            for message in taken:
+                in_flight.remove(message)
+                for q, n in message[1].items():
+                    clock[q] = max(clock.get(q, 0), n)
             what = "receive"
         else:
             what = "send" if rng.random() < 0.7 else "internal"
         clock[host] += 1
         clocks[host] = clock
-        if what == "send":
-            in_flight.append((rng.choice([h for h in hosts if h != host]), dict(clock)))
+        if what == "send" or (multicast and rng.random() < 0.4):
+            others = [h for h in hosts if h != host]
+            k = rng.randint(1, len(others)) if multicast else 0
+            for to in rng.sample(others, k) if multicast else [rng.choice(others)]:
+                in_flight.append((to, dict(clock)))
         records.append((host, {q: n for q, n in clock.items() if n}, what))
     return records
 
@@ -102,6 +112,31 @@ def test_inference_is_shivizs_on_random_logs() -> None:
         assert _messages(rows) == expected, seed
 
 
+@pytest.mark.parametrize("multicast", [False, True], ids=["unicast", "multicast"])
+def test_rows_are_shivizs_messages_laid_out_on_random_logs(multicast: bool) -> None:
+    """Every row, in order: the kernel against ShiViz's messages laid out as DESIGN §1b
+    says (`shiviz_rows`), on random logs where events receive several messages at once
+    and send to several hosts."""
+    kinds: set[str] = set()
+    for seed in range(300):
+        text = _text(_execution(random.Random(seed), multicast))
+        records = _records("x.log", text)
+        rows = infer_rows(_table(records)).to_pylist()
+        label = {r["line"]: r["label"] for r in records}
+        clock = {r["line"]: r["clock"] for r in records}
+        got = [
+            (r["line"], r["process"], int(r["seq"]), r["sub"], r["kind"], r["msg_id"], r["peer"],
+             r["label"] is not None, r["recorded_vc"] is not None)
+            for r in rows
+        ]  # fmt: skip
+        assert got == shiviz_rows(text), seed
+        assert all(r["label"] in (None, label[r["line"]]) for r in rows), seed
+        assert all(r["recorded_vc"] in (None, clock[r["line"]]) for r in rows), seed
+        kinds |= {f"{r['kind']}@{r['sub']}" for r in rows}
+    # the logs reach several receives and sends in one logged event
+    assert {"receive@1", "send@1", "send@2"} <= kinds if multicast else "receive@0" in kinds
+
+
 def _broken(rng: random.Random, records: list[tuple[str, dict[str, int], str]]) -> str:
     """A log of `records` with some records lost, repeated, renumbered or garbled."""
     out = []
@@ -155,7 +190,8 @@ def test_the_clock_checks_are_the_spark_ones_on_random_broken_logs(spark: SparkS
 
 def test_plain_clocks_parse_as_json_does() -> None:
     """`clock_counts` reads a plain clock (plain keys, integer counts) with a regex; on
-    random texts near that form it gives what the JSON parse gives."""
+    random texts near that form it gives what the JSON parse gives, and `clock_array`
+    (the reader's bulk parse, in Arrow) gives what `clock_counts` gives."""
     from causal_spark.io.readers import clocks
 
     def by_json(text: str) -> dict[str, int] | None:
@@ -166,6 +202,7 @@ def test_plain_clocks_parse_as_json_does() -> None:
     pieces = ['"a"', '"b"', '"é"', '"a\\"b"', '\\"a\\"', '"\x01"', ":", ",", " ", "\n", "0",
               "7", "01", "1.0", "1e2", '"3"', "-1", str(1 << 63), str((1 << 63) - 1), "true"]  # fmt: skip
     fast = 0
+    texts: list[str | None] = [None]
     for _ in range(3000):
         body = [rng.choice(pieces) for _ in range(rng.randint(0, 7))]
         if rng.random() < 0.7:  # mostly key:value pairs
@@ -174,4 +211,13 @@ def test_plain_clocks_parse_as_json_does() -> None:
         text = "{" + "".join(body) + "}"
         fast += clocks._plain_counts(text) is not False
         assert clocks.clock_counts(text) == by_json(text), text
+        texts.append(text)
     assert fast > 500
+    one_by_one = [clocks.clock_counts(t) for t in texts]
+    bulk = clocks.clock_array(pa.array(texts, pa.string())).to_pylist()
+    wrong = [
+        (t, got, want)
+        for t, got, want in zip(texts, bulk, one_by_one, strict=True)
+        if got != (None if want is None else list(want.items()))
+    ]
+    assert not wrong, wrong[:5]

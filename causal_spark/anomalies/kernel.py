@@ -37,6 +37,8 @@ import numpy as np
 from numba import njit
 
 _NONE = -1
+# the rows of the chain search's records (`_recorded`)
+_LEVEL, _MSG, _PREV = 0, 1, 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,10 +370,7 @@ def _chains(
     # process's previous record): each one lowers that arrival to the lseq of one of its
     # receives, so a search holds at most messages + n records, not a level x n table
     # (16 n^2 bytes when a chain runs through every process)
-    capacity = max(16, n)
-    rec_level = np.empty(capacity, dtype=np.int64)
-    rec_msg = np.empty(capacity, dtype=np.int64)
-    rec_prev = np.empty(capacity, dtype=np.int64)
+    rec = np.empty((3, max(16, n)), dtype=np.int64)
     latest = np.empty(n, dtype=np.int64)  # per process: its latest record, or -1
     improved = np.empty(n, dtype=np.bool_)
     frontier = np.empty(n, dtype=np.bool_)
@@ -398,14 +397,7 @@ def _chains(
                     lo = _first_send_at_or_after(send_lseq, start[c], start[c + 1], before[p])
                     if lo < start[c + 1] and suffix_recv[lo] < arrival[goal]:
                         arrival[goal] = suffix_recv[lo]
-                        if records == capacity:
-                            capacity *= 2
-                            rec_level = _grown(rec_level, capacity)
-                            rec_msg = _grown(rec_msg, capacity)
-                            rec_prev = _grown(rec_prev, capacity)
-                        rec_level[records] = level
-                        rec_msg[records] = suffix_msg[lo]
-                        rec_prev[records] = latest[goal]
+                        rec = _recorded(rec, records, level, suffix_msg[lo], latest[goal])
                         latest[goal] = records
                         records += 1
                         c_goal = c
@@ -422,14 +414,7 @@ def _chains(
                     lo = _first_send_at_or_after(send_lseq, start[c], start[c + 1], after)
                     if lo < start[c + 1] and suffix_recv[lo] < arrival[q]:
                         arrival[q] = suffix_recv[lo]
-                        if records == capacity:
-                            capacity *= 2
-                            rec_level = _grown(rec_level, capacity)
-                            rec_msg = _grown(rec_msg, capacity)
-                            rec_prev = _grown(rec_prev, capacity)
-                        rec_level[records] = level
-                        rec_msg[records] = suffix_msg[lo]
-                        rec_prev[records] = latest[q]
+                        rec = _recorded(rec, records, level, suffix_msg[lo], latest[q])
                         latest[q] = records
                         records += 1
                         improved[q] = True
@@ -458,23 +443,30 @@ def _chains(
         hops = 0
         while at != origin:
             r = latest[at]
-            while rec_level[r] > level:
-                r = rec_prev[r]
-            msg = rec_msg[r]
+            while rec[_LEVEL, r] > level:
+                r = rec[_PREV, r]
+            msg = rec[_MSG, r]
             path[used + found - 1 - hops] = msg
             hops += 1
             at = msg_src[msg]
-            level = rec_level[r] - 1
+            level = rec[_LEVEL, r] - 1
         used += hops
         offsets[qi + 1] = used
     return path[:used], offsets
 
 
 @njit(cache=True, nogil=True)
-def _grown(values: np.ndarray, capacity: int) -> np.ndarray:
-    bigger = np.empty(capacity, dtype=values.dtype)
-    bigger[: values.shape[0]] = values
-    return bigger
+def _recorded(rec: np.ndarray, records: int, level: int, msg: int, prev: int) -> np.ndarray:
+    """The chain search's records (`_LEVEL`, `_MSG`, `_PREV` rows) with record `records`
+    set to (level, msg, prev); doubled first when full."""
+    if records == rec.shape[1]:
+        bigger = np.empty((rec.shape[0], 2 * records), dtype=rec.dtype)
+        bigger[:, :records] = rec
+        rec = bigger
+    rec[_LEVEL, records] = level
+    rec[_MSG, records] = msg
+    rec[_PREV, records] = prev
+    return rec
 
 
 def shortest_chains(

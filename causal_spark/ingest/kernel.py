@@ -433,18 +433,9 @@ def second_copies(risky: pa.Table) -> pa.Table:
     rows = take_rows(risky, seconds)
     ref = first[seconds]
     ref_file, ref_line = file[order][ref], line[order][ref]
-    sends = pa.table(
-        {
-            FILE_ID: rows["send_file"],
-            C.LINE: rows["send_line"],
-            SUB: rows["send_sub"],
-            C.TRACE_ID: rows[C.TRACE_ID],
-            C.PROCESS: rows["sender"],
-        }
-    )
     out = [
         reject_rows(
-            sends,
+            _message_end(rows, "send", "sender"),
             C.DUPLICATE_EVENT,
             formatted(
                 f"second copy of a multicast to '%s' (same process and seq as {REF})",
@@ -457,18 +448,9 @@ def second_copies(risky: pa.Table) -> pa.Table:
     received = pc.is_valid(rows["recv_file"]).to_numpy(zero_copy_only=False)
     if received.any():
         got = rows.filter(pa.array(received))
-        receives = pa.table(
-            {
-                FILE_ID: got["recv_file"],
-                C.LINE: got["recv_line"],
-                SUB: got["recv_sub"],
-                C.TRACE_ID: got[C.TRACE_ID],
-                C.PROCESS: got["receiver"],
-            }
-        )
         out.append(
             reject_rows(
-                receives,
+                _message_end(got, "recv", "receiver"),
                 C.DUPLICATE_EVENT,
                 formatted(
                     f"receive of msg_id '%s', a second copy of a multicast to '%s' "
@@ -481,6 +463,20 @@ def second_copies(risky: pa.Table) -> pa.Table:
             )
         )
     return pa.concat_tables(out)
+
+
+def _message_end(risky: pa.Table, end: str, process: str) -> pa.Table:
+    """One end of `RISKY_MESSAGES` rows (`end` "send" or "recv", on the `process` column)
+    as the event rows `reject_rows` takes."""
+    return pa.table(
+        {
+            FILE_ID: risky[f"{end}_file"],
+            C.LINE: risky[f"{end}_line"],
+            SUB: risky[f"{end}_sub"],
+            C.TRACE_ID: risky[C.TRACE_ID],
+            C.PROCESS: risky[process],
+        }
+    )
 
 
 def with_pidx(rows: pa.Table, procs: pa.Table, pairs: Sequence[tuple[str, str]]) -> pa.Table:

@@ -29,7 +29,6 @@ import re
 import zlib
 from collections.abc import Iterator, Sequence
 from functools import partial
-from typing import cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -53,7 +52,7 @@ from causal_spark.io.readers.base import (
     absolute_files,
     conform,
 )
-from causal_spark.io.readers.clocks import clock_counts
+from causal_spark.io.readers.clocks import CLOCK_ARROW, clock_array
 from causal_spark.io.readers.shiviz_kernel import OUTPUT_FIELDS, RECORD_FIELDS, infer_rows
 
 NAME = "shiviz"
@@ -75,7 +74,7 @@ MATCH_SCHEMA = T.StructType(
         T.StructField(C.RAW, T.StringType()),
         T.StructField(HOST, T.StringType()),
         T.StructField(CLOCK_TEXT, T.StringType()),
-        # the clock parsed where the text is (`clocks.clock_counts`); null: not a clock
+        # the clock parsed where the text is (`clocks.clock_array`); null: not a clock
         T.StructField(CLOCK, CLOCK_TYPE),
         T.StructField(C.LABEL, T.StringType()),
         T.StructField(EXECUTION, T.LongType()),
@@ -141,53 +140,27 @@ def sniff(head: bytes) -> bool:
 
 
 class _Batches:
-    """Column lists of MATCH_SCHEMA rows, flushed as Arrow batches."""
+    """MATCH_SCHEMA rows, flushed as Arrow batches; the clocks are parsed from their
+    text at the flush, in bulk (`clocks.clock_array`)."""
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[object]] = {f.name: [] for f in MATCH_SCHEMA.fields}
-        arrow = {T.LongType(): pa.int64(), CLOCK_TYPE: pa.map_(pa.string(), pa.int64())}
+        self.rows: list[dict[str, object]] = []
+        arrow = {T.LongType(): pa.int64(), CLOCK_TYPE: CLOCK_ARROW}
         self.schema = pa.schema(
             [pa.field(f.name, arrow.get(f.dataType, pa.string())) for f in MATCH_SCHEMA.fields]
         )
 
     def add(self, row: dict[str, object]) -> None:
-        for name, values in self.columns.items():
-            values.append(row.get(name))
+        self.rows.append(row)
 
     def full(self) -> bool:
-        return len(self.columns[C.SOURCE]) >= _BATCH
+        return len(self.rows) >= _BATCH
 
     def flush(self) -> pa.RecordBatch:
-        arrays = [
-            _clock_array(cast("list[list[tuple[str, int]] | None]", values))
-            if name == CLOCK
-            else pa.array(values, self.schema.field(name).type)
-            for name, values in self.columns.items()
-        ]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-        for values in self.columns.values():
-            values.clear()
-        return batch
-
-
-def _clock_array(clocks: list[list[tuple[str, int]] | None]) -> pa.Array:
-    """Clocks (lists of (host, count) pairs, or None) as a map<string,bigint> column, from
-    offsets and flat keys and counts: pyarrow converts lists of pairs one by one."""
-    offsets = [0]
-    keys: list[str] = []
-    counts: list[int] = []
-    for clock in clocks:
-        for host, count in clock or ():
-            keys.append(host)
-            counts.append(count)
-        offsets.append(len(keys))
-    return pa.MapArray.from_arrays(
-        pa.array(offsets, pa.int32()),
-        pa.array(keys, pa.string()),
-        pa.array(counts, pa.int64()),
-        type=pa.map_(pa.string(), pa.int64()),
-        mask=pa.array([clock is None for clock in clocks], pa.bool_()),
-    )
+        batch = pa.RecordBatch.from_pylist(self.rows, schema=self.schema)
+        self.rows = []
+        at = self.schema.get_field_index(CLOCK)
+        return batch.set_column(at, CLOCK, clock_array(batch.column(CLOCK_TEXT)))
 
 
 def _cap(text: str) -> str:
@@ -295,10 +268,7 @@ def parse_text(
                 row[PARSE_REASON] = UNPARSEABLE
             else:
                 row[HOST] = host
-                clock = match.group("clock")
-                counts = clock_counts(clock)
-                row[CLOCK_TEXT] = clock
-                row[CLOCK] = None if counts is None else list(counts.items())
+                row[CLOCK_TEXT] = match.group("clock")
                 row[C.LABEL] = _label(match) if labelled else match.group("event")
             yield row
         yield from unmatched(position, end, execution, suffix)

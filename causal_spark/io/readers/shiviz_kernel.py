@@ -1,5 +1,7 @@
 """ShiViz logs after parsing: the clock checks and the message inference of one file's
-records, in NumPy (docs/formats.md), where the file is parsed (one task per file).
+records, in NumPy and Arrow compute (docs/formats.md), where the file is parsed (one task
+per file). No Python runs per event or message; only a rejected record's reason is
+written one at a time.
 
 Input: the file's records as an Arrow table (`RECORD_FIELDS`: one per regex match or
 unmatched line, in file order; `host` null where the reader rejected the record;
@@ -29,7 +31,6 @@ recorded clock on the last `sub`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -74,8 +75,24 @@ def _ints(column: pa.ChunkedArray | pa.Array, fill: int = -1) -> np.ndarray:
     return np.asarray(pc.fill_null(column, fill).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _strings(column: pa.ChunkedArray | pa.Array) -> list[str | None]:
-    return list(column.to_pylist())
+def _within(sizes: np.ndarray) -> np.ndarray:
+    """0, 1, ..., k - 1 for each group size k in `sizes`, one group after the other."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    within: np.ndarray = np.arange(int(sizes.sum()), dtype=np.int64)
+    within -= np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return within
+
+
+def _runs(*keys: np.ndarray) -> np.ndarray:
+    """The lengths of the runs of equal rows in keys sorted together (arrays of one length)."""
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for key in keys:
+        change[1:] |= key[1:] != key[:-1]
+    return np.diff(np.r_[np.flatnonzero(change), n])
 
 
 def _lookup(
@@ -88,8 +105,14 @@ def _lookup(
     return np.where(sorted_keys[at] == wanted, values[at], missing)
 
 
+def _nullable(indices: np.ndarray) -> pa.Array:
+    """Indices for `take`, null where negative (`take` gives null there)."""
+    return pa.array(indices, pa.int64(), mask=indices < 0)
+
+
 class _Records:
-    """The columns of one file's records, as NumPy arrays and lists."""
+    """The columns of one file's records, as NumPy arrays; the clock entries flattened
+    (`parent` record, `key` host index or -1 for a host with no record, `value`)."""
 
     def __init__(self, records: pa.Table) -> None:
         self.table = records
@@ -107,19 +130,17 @@ class _Records:
         counts = np.diff(offsets)
         # a null map's slot may still own entries in the buffers: none of them count
         counts = np.where(self.has_clock, counts, 0)
-        starts = offsets[:-1]
-        take = np.repeat(starts, counts) + (
-            np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        )
-        keys = pc.take(clock.keys, pa.array(take, pa.int64()))
-        self.key_names: list[str] = keys.to_pylist()
-        self.key = _ints(pc.index_in(keys, value_set=value_set))
-        self.value = _ints(pc.take(clock.items, pa.array(take, pa.int64())), 0)
+        take = pa.array(np.repeat(offsets[:-1], counts) + _within(counts), pa.int64())
+        # the entries' host names, as Arrow: only error messages read them
+        self.keys = pc.take(clock.keys, take)
+        self.key = _ints(pc.index_in(self.keys, value_set=value_set))
+        self.value = _ints(pc.take(clock.items, take), 0)
         self.parent = np.repeat(np.arange(self.n, dtype=np.int64), counts)
 
 
-def _checks(r: _Records) -> tuple[np.ndarray, list[str | None]]:
-    """(own entry per record, -1 if none; the `bad_clock` reason per record or None)."""
+def _checks(r: _Records) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """(own entry per record, -1 if none; whether the record fails a check; the
+    `bad_clock` reason per record or None)."""
     n, hosts = r.n, max(len(r.names), 1)
     is_host = r.host >= 0
     own = np.full(n, -1, dtype=np.int64)
@@ -166,11 +187,14 @@ def _checks(r: _Records) -> tuple[np.ndarray, list[str | None]]:
     failing = is_host & (~readable | repeat | jumps | unknown | beyond)
     reasons: list[str | None] = [None] * n
     if not failing.any():
-        return own, reasons
-    texts = _strings(r.table.column("clock_text"))
+        return own, failing, reasons
+    texts = r.table.column("clock_text").to_pylist()
+    flagged = np.flatnonzero(unknown_entry | beyond_entry)
+    flagged_names = r.keys.take(pa.array(flagged, pa.int64())).to_pylist()
+    key_name = dict(zip(flagged.tolist(), flagged_names, strict=True))
     by_row: dict[int, list[int]] = defaultdict(list)
-    for e in np.flatnonzero(unknown_entry | beyond_entry):
-        by_row[int(r.parent[e])].append(int(e))
+    for e in flagged.tolist():
+        by_row[int(r.parent[e])].append(e)
     for i in np.flatnonzero(failing).tolist():
         host = r.names[r.host[i]]
         if not r.has_clock[i]:
@@ -191,29 +215,55 @@ def _checks(r: _Records) -> tuple[np.ndarray, list[str | None]]:
                 f"{rank[i] + u[i]} (it must rise by 1)"
             )
         elif unknown[i]:
-            names = sorted(r.key_names[e] for e in by_row[i] if unknown_entry[e])
+            names = sorted(key_name[e] for e in by_row[i] if unknown_entry[e])
             reasons[i] = f"the clock names host(s) with no event in this log: {', '.join(names)}"
         else:
-            named = sorted((r.key_names[e], e) for e in by_row[i] if beyond_entry[e])
+            named = sorted((key_name[e], e) for e in by_row[i] if beyond_entry[e])
             reasons[i] = "the clock names " + "; ".join(
                 f"event {r.value[e]} of host '{q}', which has "
                 f"{events[r.execution[i] * hosts + r.key[e]]} events"
                 for q, e in named
             )
-    return own, reasons
+    return own, failing, reasons
 
 
-def _messages(
-    r: _Records, own: np.ndarray, accepted: np.ndarray
-) -> tuple[dict[int, list[tuple[str, str]]], dict[int, list[tuple[str, str]]]]:
-    """Per accepted record: its received messages and its sent ones, (msg_id, peer) each,
-    in the order its events take them."""
+class _Messages:
+    """The inferred messages, by receiving record then sending host: the receiving
+    record, the sending host (index), the send's own entry, the sending record (-1 when
+    the sending host has no accepted event of that entry) and the msg_id."""
+
+    def __init__(
+        self,
+        r: _Records,
+        own: np.ndarray,
+        receiver: np.ndarray,
+        q: np.ndarray,
+        v: np.ndarray,
+        sender: np.ndarray,
+    ) -> None:
+        self.receiver, self.q, self.v, self.sender = receiver, q, v, sender
+        self.names = pa.array(r.names, pa.string())
+        self.to = r.host[receiver]
+        # `q#v>p#s`
+        self.msg_id = pc.binary_join_element_wise(
+            self.names.take(pa.array(q, pa.int64())),
+            "#",
+            pa.array(v, pa.int64()).cast(pa.string()),
+            ">",
+            self.names.take(pa.array(self.to, pa.int64())),
+            "#",
+            pa.array(own[receiver], pa.int64()).cast(pa.string()),
+            "",
+        )
+
+
+def _messages(r: _Records, own: np.ndarray, accepted: np.ndarray) -> _Messages:
+    """The messages ShiViz infers between the accepted records (module docstring)."""
     hosts = max(len(r.names), 1)
-    receives: dict[int, list[tuple[str, str]]] = {}
-    sends: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    empty = np.zeros(0, dtype=np.int64)
     events = np.flatnonzero(accepted)
     if len(events) == 0:
-        return receives, sends
+        return _Messages(r, own, empty, empty, empty, empty)
     # each accepted event's previous one on its host, by own entry
     ordered = events[np.lexsort((own[events], r.host[events], r.execution[events]))]
     same = np.r_[
@@ -237,7 +287,7 @@ def _messages(
     rose = v > was
     rows, q, v = rows[rose], q[rose], v[rose]
     # the event each candidate names: q's accepted event of own entry v, if any
-    span = int(own.max()) + 2 if len(own) else 2
+    span = int(own[events].max()) + 2
     event_key = (r.execution[events] * hosts + r.host[events]) * span + own[events]
     by_event = np.argsort(event_key, kind="stable")
     sender = _lookup(
@@ -250,149 +300,130 @@ def _messages(
     # drop a candidate another candidate of the same event knows of
     order = np.lexsort((q, rows))
     rows, q, v, sender = rows[order], q[order], v[order], sender[order]
-    starts = (
-        np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]]) if len(rows) else np.zeros(0, np.int64)
-    )
-    sizes = np.diff(np.r_[starts, len(rows)])
+    sizes = _runs(rows)
+    starts = np.cumsum(sizes) - sizes
     dropped = np.zeros(len(rows), dtype=bool)
     multi = sizes >= 2
     if multi.any():
+        # every ordered pair (c, d) of two candidates of one event: does d know of c?
         group_start, group_size = starts[multi], sizes[multi]
-        members = np.concatenate(
-            [np.arange(s, s + k) for s, k in zip(group_start, group_size, strict=True)]
-        )
+        members = np.repeat(group_start, group_size) + _within(group_size)
         k_of = np.repeat(group_size, group_size)
-        s_of = np.repeat(group_start, group_size)
         c = np.repeat(members, k_of)
-        offset = np.arange(len(c)) - np.repeat(np.cumsum(k_of) - k_of, k_of)
-        d = np.repeat(s_of, k_of) + offset
+        d = np.repeat(np.repeat(group_start, group_size), k_of) + _within(k_of)
         other = c != d
         c, d = c[other], d[other]
         knows = np.where(
             sender[d] >= 0, _lookup(entry_keys, entry_values, sender[d] * hosts + q[c], 0), 0
         )
         dropped[c[knows >= v[c]]] = True
-    names = r.names
-    for i in np.flatnonzero(~dropped):
-        receiver = int(rows[i])
-        p, s, src = names[r.host[receiver]], int(own[receiver]), names[q[i]]
-        msg_id = f"{src}#{v[i]}>{p}#{s}"
-        receives.setdefault(receiver, []).append((msg_id, src))
-        if sender[i] >= 0:
-            sends[int(sender[i])].append((p, msg_id))
-    for key, sent in sends.items():
-        sends[key] = [(m, peer) for peer, m in sorted(sent)]
-    return receives, sends
+    kept = ~dropped
+    return _Messages(r, own, rows[kept], q[kept], v[kept], sender[kept])
 
 
 def infer_rows(records: pa.Table) -> pa.Table:
     """One file's records (`RECORD_FIELDS`) -> its raw rows (`OUTPUT_FIELDS`)."""
     r = _Records(records)
-    own, reasons = _checks(r)
-    rejected_by_reader = r.host < 0
-    bad = np.array([x is not None for x in reasons], dtype=bool) if r.n else np.zeros(0, bool)
-    accepted = ~rejected_by_reader & ~bad
-    receives, sends = _messages(r, own, accepted)
-    take: list[int] = []
-    kind: list[str | None] = []
-    msg_id: list[str | None] = []
-    peer: list[str | None] = []
-    sub: list[int | None] = []
-    first: list[bool] = []
-    last: list[bool] = []
-    for i in np.flatnonzero(accepted):
-        got, sent = receives.get(int(i), []), sends.get(int(i), [])
-        rows: list[tuple[str, str | None, str | None, int]] = [
-            ("receive", m, p, k) for k, (m, p) in enumerate(got)
-        ]
-        seen: dict[str, int] = defaultdict(int)
-        for m, p in sent:
-            rows.append(("send", m, p, len(got) + seen[p]))
-            seen[p] += 1
-        if not rows:
-            rows = [("internal", None, None, 0)]
-        final = max(k for *_, k in rows)
-        for kd, message, other, k in rows:
-            take.append(int(i))
-            kind.append(kd)
-            msg_id.append(message)
-            peer.append(other)
-            sub.append(k)
-            first.append(k == 0)
-            last.append(k == final)
-    own_text = [str(x) if x >= 0 else None for x in own.tolist()]
-    events = _event_table(records, take, own_text, kind, msg_id, peer, sub, first, last)
+    own, failing, reasons = _checks(r)
+    accepted = (r.host >= 0) & ~failing
+    events = _event_table(r, own, accepted, _messages(r, own, accepted))
     rejects = _reject_table(records, np.flatnonzero(~accepted), reasons)
     return pa.concat_tables([events, rejects])
 
 
-def _event_table(
-    records: pa.Table,
-    take: Sequence[int],
-    own_text: Sequence[str | None],
-    kind: list[str | None],
-    msg_id: list[str | None],
-    peer: list[str | None],
-    sub: list[int | None],
-    first: list[bool],
-    last: list[bool],
-) -> pa.Table:
-    at = pa.array(take, pa.int64())
-    picked = records.take(at)
+def _event_table(r: _Records, own: np.ndarray, accepted: np.ndarray, m: _Messages) -> pa.Table:
+    """The rows of the accepted records, in record order: each its receive events (by
+    sending host), then its send events (one message per destination each, by
+    destination then msg_id), or one internal event; `sub` numbers them."""
+    n = r.n
+    received = np.bincount(m.receiver, minlength=n)
+    # receives: already by (receiver, sending host)
+    receive_sub = _within(received[received > 0])
+    # sends: by (sender, destination, msg_id); the i-th message to a destination is
+    # in the event after the receives and i - 1 sends
+    has_sender = np.flatnonzero(m.sender >= 0)
+    by_send = pc.sort_indices(
+        pa.table(
+            {
+                "sender": m.sender[has_sender],
+                "to": m.to[has_sender],
+                "msg_id": m.msg_id.take(pa.array(has_sender, pa.int64())),
+            }
+        ),
+        [("sender", "ascending"), ("to", "ascending"), ("msg_id", "ascending")],
+    )
+    sent = has_sender[np.asarray(by_send.to_numpy(), dtype=np.int64)]
+    send_sub = received[m.sender[sent]] + _within(_runs(m.sender[sent], m.to[sent]))
+    internal = np.flatnonzero(
+        accepted & (received == 0) & (np.bincount(m.sender[sent], minlength=n) == 0)
+    )
+    none = np.full(len(internal), -1, dtype=np.int64)
+    # receive, send and internal rows; a stable sort by record keeps that order in each
+    take = np.concatenate([m.receiver, m.sender[sent], internal])
+    kind = np.concatenate(
+        [np.zeros(len(m.receiver), np.int64), np.ones(len(sent), np.int64), none + 3]
+    )
+    message = np.concatenate([np.arange(len(m.receiver), dtype=np.int64), sent, none])
+    peer = np.concatenate([m.q, m.to[sent], none])
+    sub = np.concatenate([receive_sub, send_sub, none + 1])
+    order = np.argsort(take, kind="stable")
+    take, kind, message = take[order], kind[order], message[order]
+    peer, sub = peer[order], sub[order]
+    # the recorded clock goes on the last sub of a record
+    sizes = _runs(take)
+    final = np.maximum.reduceat(sub, np.cumsum(sizes) - sizes) if len(sub) else sub
+    last = pa.array(sub == np.repeat(final, sizes), pa.bool_())
+    picked = r.table.take(pa.array(take, pa.int64()))
     no_string = pa.nulls(len(take), pa.string())
-    return pa.table(
-        {
-            "source": picked.column("source"),
-            "line": picked.column("line"),
-            "record": picked.column("record"),
-            "raw": picked.column("raw"),
-            "process": picked.column("host"),
-            "seq": pa.array([own_text[i] for i in take], pa.string()),
-            "kind": pa.array(kind, pa.string()),
-            "msg_id": pa.array(msg_id, pa.string()),
-            "peer": pa.array(peer, pa.string()),
-            "label": pc.if_else(pa.array(first, pa.bool_()), picked.column("label"), no_string),
-            "trace_suffix": picked.column("trace_suffix"),
-            "sub": pa.array(sub, pa.int64()),
-            "parse_error": no_string,
-            "parse_reason": no_string,
-            "recorded_vc": pc.if_else(
-                pa.array(last, pa.bool_()), picked.column("clock"), pa.nulls(len(take), CLOCK_ARROW)
-            ),
-        }
+    return _rows(
+        picked,
+        seq=pa.array(own[take], pa.int64()).cast(pa.string()),
+        kind=pa.array(["receive", "send", "internal"], pa.string()).take(pa.array(kind)),
+        msg_id=m.msg_id.take(_nullable(message)),
+        peer=m.names.take(_nullable(peer)),
+        label=pc.if_else(pa.array(sub == 0, pa.bool_()), picked.column("label"), no_string),
+        sub=pa.array(sub, pa.int64()),
+        parse_error=no_string,
+        parse_reason=no_string,
+        recorded_vc=pc.if_else(last, picked.column("clock"), pa.nulls(len(take), CLOCK_ARROW)),
     )
 
 
 def _reject_table(records: pa.Table, rows: np.ndarray, reasons: list[str | None]) -> pa.Table:
     picked = records.take(pa.array(rows, pa.int64()))
-    by_reader = [reasons[i] is None for i in rows.tolist()]
-    is_reader = pa.array(by_reader, pa.bool_())
+    # the reader's rejects have no host; the others failed a clock check
+    is_reader = pc.is_null(picked.column("host"))
     no_string = pa.nulls(len(rows), pa.string())
-    return pa.table(
-        {
-            "source": picked.column("source"),
-            "line": picked.column("line"),
-            "record": picked.column("record"),
-            "raw": picked.column("raw"),
-            "process": picked.column("host"),
-            "seq": no_string,
-            "kind": no_string,
-            "msg_id": no_string,
-            "peer": no_string,
-            # a bad clock keeps the record's label; the reader's rejects have none
-            "label": pc.if_else(is_reader, no_string, picked.column("label")),
-            "trace_suffix": picked.column("trace_suffix"),
-            "sub": pa.nulls(len(rows), pa.int64()),
-            "parse_error": pc.if_else(
-                is_reader,
-                picked.column("parse_error"),
-                pa.array([reasons[i] for i in rows.tolist()], pa.string()),
-            ),
-            "parse_reason": pc.if_else(
-                is_reader,
-                picked.column("parse_reason"),
-                pa.array([BAD_CLOCK] * len(rows), pa.string()),
-            ),
-            "recorded_vc": pa.nulls(len(rows), CLOCK_ARROW),
-        }
+    return _rows(
+        picked,
+        seq=no_string,
+        kind=no_string,
+        msg_id=no_string,
+        peer=no_string,
+        # a bad clock keeps the record's label; the reader's rejects have none
+        label=pc.if_else(is_reader, no_string, picked.column("label")),
+        sub=pa.nulls(len(rows), pa.int64()),
+        parse_error=pc.if_else(
+            is_reader,
+            picked.column("parse_error"),
+            pa.array([reasons[i] for i in rows.tolist()], pa.string()),
+        ),
+        parse_reason=pc.if_else(
+            is_reader, picked.column("parse_reason"), pa.array([BAD_CLOCK] * len(rows), pa.string())
+        ),
+        recorded_vc=pa.nulls(len(rows), CLOCK_ARROW),
     )
+
+
+def _rows(picked: pa.Table, **columns: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """`OUTPUT_FIELDS` rows: the picked records' own columns, and `columns`."""
+    own = {
+        "source": picked.column("source"),
+        "line": picked.column("line"),
+        "record": picked.column("record"),
+        "raw": picked.column("raw"),
+        "process": picked.column("host"),
+        "trace_suffix": picked.column("trace_suffix"),
+    }
+    merged = own | columns
+    return pa.table({name: merged[name] for name in OUTPUT_FIELDS})
