@@ -168,13 +168,26 @@ def test_causal_cycle_is_invalid_with_a_witness_and_others_are_ok(
     )
 
 
+# the random traces' rows are checked in the runs test_both_engines_give_identical_tables
+# compares (random and cyclic traces, timed, one source): each engine's run of them is shared
+# with that test; the distributed one in slabs of 3 events, so every cross-slab path is taken
+RANDOM_RUNS = {
+    "per_trace": ENGINES["per_trace"],
+    "distributed": ClockSettings(engine="distributed", slab_events=3),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("engine", sorted(RANDOM_RUNS))
 def test_random_traces_match_the_transitive_closure(
-    random_set: tuple[list[Trace], DataFrame, DataFrame], clocked_once: Clocked, engine: str
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    compared_input: Compared,
+    clocked_once: Clocked,
+    engine: str,
 ) -> None:
-    traces, events, messages = random_set
-    clocked = clocked_once("random", events, messages, ENGINES[engine])[0].collect()
+    traces = random_set[0]
+    variant, events, messages = compared_input(True, 1)
+    clocked = clocked_once(variant, events, messages, RANDOM_RUNS[engine])[0].collect()
     for trace in traces:
         assert_matches_brute_force([e for e in clocked if e.trace_id == trace.trace_id], trace)
 
@@ -228,6 +241,41 @@ def cyclic_set(spark: SparkSession) -> tuple[set[str], DataFrame, DataFrame]:
     return broken, events.localCheckpoint(), messages.localCheckpoint()
 
 
+Compared = Callable[[bool, int], tuple[str, DataFrame, DataFrame]]
+
+
+@pytest.fixture(scope="module")
+def compared_input(
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    cyclic_set: tuple[set[str], DataFrame, DataFrame],
+) -> Compared:
+    """The random and the cyclic traces as one input, timed or not, with `sources` sources
+    per process (and some null labels when several): its name for `clocked_once`, events
+    and messages. The same frames for every test that clocks one variant."""
+    memo: dict[tuple[bool, int], tuple[str, DataFrame, DataFrame]] = {}
+
+    def build(timed: bool, sources: int) -> tuple[str, DataFrame, DataFrame]:
+        if (timed, sources) not in memo:
+            _, events, messages = random_set
+            _, cyclic_events, cyclic_messages = cyclic_set
+            events = events.unionByName(cyclic_events)
+            messages = messages.unionByName(cyclic_messages)
+            if not timed:
+                events = events.withColumn("ts", F.lit(None).cast("double"))
+            if sources > 1:
+                shard = (F.col("lseq") * 7 % sources).cast("string")
+                events = events.withColumn("source", F.concat(F.col("source"), F.lit("#"), shard))
+                events = events.withColumn(
+                    "label",
+                    F.when(F.col("lseq") % 2 == 0, F.lit("even")).otherwise(F.col("label")),
+                )
+            variant = f"random+cyclic ts={timed} sources={sources}"
+            memo[timed, sources] = (variant, events, messages)
+        return memo[timed, sources]
+
+    return build
+
+
 # trace_clocks without the columns that name the engine
 STATUS_COLUMNS = ["trace_id", "n_processes", "n_events", "n_components", "status", "cycle"]
 
@@ -239,8 +287,8 @@ STATUS_COLUMNS = ["trace_id", "n_processes", "n_events", "n_components", "status
     ids=["slab3", "slab17", "slab60-3-sources", "slab17-no-ts-3-sources"],
 )
 def test_both_engines_give_identical_tables(
-    random_set: tuple[list[Trace], DataFrame, DataFrame],
     cyclic_set: tuple[set[str], DataFrame, DataFrame],
+    compared_input: Compared,
     clocked_once: Clocked,
     slab_events: int,
     timed: bool,
@@ -252,20 +300,9 @@ def test_both_engines_give_identical_tables(
     one as strings) and some null labels, every column still agrees. Traces with an injected
     causal cycle (issue 17) are INVALID under both, with null clocks and the same witness,
     and the other traces' rows are unaffected."""
-    _, events, messages = random_set
-    broken, cyclic_events, cyclic_messages = cyclic_set
-    events = events.unionByName(cyclic_events)
-    messages = messages.unionByName(cyclic_messages)
-    if not timed:
-        events = events.withColumn("ts", F.lit(None).cast("double"))
-    if sources > 1:
-        shard = (F.col("lseq") * 7 % sources).cast("string")
-        events = events.withColumn("source", F.concat(F.col("source"), F.lit("#"), shard))
-        events = events.withColumn(
-            "label", F.when(F.col("lseq") % 2 == 0, F.lit("even")).otherwise(F.col("label"))
-        )
+    broken = cyclic_set[0]
     # the per-trace tables of one input are computed once, for every slab size compared
-    variant = f"random+cyclic ts={timed} sources={sources}"
+    variant, events, messages = compared_input(timed, sources)
     one, one_status = clocked_once(variant, events, messages, ENGINES["per_trace"])
     many, many_status = clocked_once(
         variant, events, messages, ClockSettings(engine="distributed", slab_events=slab_events)
@@ -479,17 +516,20 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
 
 
 def test_components_are_computed_and_independent(
-    random_set: tuple[list[Trace], DataFrame, DataFrame], clocked_once: Clocked
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    compared_input: Compared,
+    clocked_once: Clocked,
 ) -> None:
-    traces, events, messages = random_set
-    _, status_rows = clocked_once("random", events, messages, ENGINES["per_trace"])
+    traces = random_set[0]
+    variant, events, messages = compared_input(True, 1)
+    _, status_rows = clocked_once(variant, events, messages, RANDOM_RUNS["per_trace"])
     status = {r.trace_id: r for r in status_rows.collect()}
     for trace in traces:
         graph = nx.Graph()
         graph.add_nodes_from(trace.lengths())
         graph.add_edges_from((m.src, m.dst) for m in trace.delivered())
         assert status[trace.trace_id].n_components == nx.number_connected_components(graph)
-    assert max(r.n_components for r in status.values()) > 1
+    assert max(status[t.trace_id].n_components for t in traces) > 1
 
 
 @pytest.mark.slow

@@ -82,12 +82,18 @@ def test_usage_errors_exit_2_before_spark_starts(
 
 @pytest.mark.slow
 def test_fail_on_exits_1_after_committing_and_prints_every_condition(
-    detected_samples: Path, tmp_path: Path
+    spark: SparkSession,
+    detected_samples: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """`main` in this process (the console script is `sys.exit(main())`; the cron line of
+    the scheduling doc's test exits 1 through the real command)."""
     warehouse = _copy(detected_samples, tmp_path / "wh")
     summary = tmp_path / "reports" / "summary.json"
     conditions = "causal,fifo,crown,invalid,async,new,causal>100"
-    done = _cli(
+    capsys.readouterr()
+    code = main(
         [
             "detect",
             "--warehouse",
@@ -97,9 +103,11 @@ def test_fail_on_exits_1_after_committing_and_prints_every_condition(
             "--summary-json",
             str(summary),
             *CONF,
-        ]
+        ],
+        session=spark,
     )
-    assert done.returncode == 1, done.stderr[-3000:]
+    done = capsys.readouterr()
+    assert code == 1, done.err[-3000:]
     rows = Ledger(str(warehouse)).rows()
     assert [r["command"] for r in rows] == ["audit", "detect"]  # committed
     counts = rows[-1]["counts"]
@@ -116,7 +124,7 @@ def test_fail_on_exits_1_after_committing_and_prints_every_condition(
         _name, _op, threshold = condition.split()
         held = value > int(threshold)
         state = "HELD" if held else "ok"
-        assert f"fail-on {state}: {condition} ({value} " in done.stdout, done.stdout
+        assert f"fail-on {state}: {condition} ({value} " in done.out, done.out
     report = json.loads(summary.read_text())
     assert report["status"] == "committed" and report["exit_code"] == 1
     assert report["run_id"] == rows[-1]["id"] and report["previous_run"] == rows[0]["id"]
@@ -140,7 +148,7 @@ def test_fail_on_exits_1_after_committing_and_prints_every_condition(
     assert [f["held"] for f in report["fail_on"]] == [
         v > int(c.split()[2]) for c, v in expected.items()
     ]
-    assert "detect: started" in done.stderr and "detect: done in" in done.stderr
+    assert "detect: started" in done.err and "detect: done in" in done.err
 
 
 @pytest.mark.slow

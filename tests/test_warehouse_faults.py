@@ -234,12 +234,14 @@ import sys, time, os
 import pyarrow as pa, pyarrow.parquet as pq
 from causal_spark.io.ledger import commit_files
 from causal_spark import tables
-path, run_id, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+path, run_id = sys.argv[1], sys.argv[2]
 rows = pa.table({"protocol": [run_id], "receive_mode": ["x"], "metric": ["m"], "traces": [1], "median": [1.0], "p99": [1.0]})
 folder = os.path.join(path, "data", run_id)
 os.makedirs(folder, exist_ok=True)
 file = os.path.join(folder, "part-0.parquet")
 pq.write_table(rows.cast(tables.arrow_schema(tables.PROTOCOL_COMPARISON)), file)
+print("ready", flush=True)
+start = float(sys.stdin.readline())  # the same instant for both, once both are ready
 while time.time() < start:
     pass
 try:
@@ -255,17 +257,24 @@ os._exit(0)
 def test_two_first_commits_of_one_table_never_both_succeed(tmp_path: Path) -> None:
     for trial in range(6):
         table = tmp_path / f"t{trial}" / "protocol_comparison"
-        start = time.time() + 4
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", FIRST_COMMIT, str(table), f"run-{who}", str(start)],
+                [sys.executable, "-c", FIRST_COMMIT, str(table), f"run-{who}"],
                 cwd=ROOT,
                 env=_env(),
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
             )
             for who in "ab"
         ]
+        for p in procs:  # imports done and the data file written: only the commit is left
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        start = time.time() + 0.2
+        for p in procs:  # both told before either can start
+            assert p.stdin is not None
+            p.stdin.write(f"{start}\n")
+            p.stdin.flush()
         outs = [p.communicate(timeout=120)[0] for p in procs]
         winners = [o for o in outs if o.startswith("committed 0")]
         assert len(winners) == 1, outs
