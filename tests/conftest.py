@@ -26,10 +26,14 @@ ARCHIVE = "CAUSAL_SPARK_TESTS_CDS"  # the controller tells the xdist workers whe
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The JVM settings of the run (tests/jvm.py), inherited by every subprocess."""
+    """The JVM settings of the run (tests/jvm.py), inherited by every subprocess; and the
+    Numba cache warmed once, before the workers start (`jvm.warm_numba`)."""
     if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        warming = None if config.option.collectonly else jvm.warm_numba(ROOT)
         found = None if config.option.collectonly else jvm.class_archive(ROOT)
         os.environ[ARCHIVE] = str(found or "")
+        if warming is not None:
+            jvm.finish_warming(warming)
     os.environ["SPARK_SUBMIT_OPTS"] = jvm.subprocess_options(_archive())
 
 

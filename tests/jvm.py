@@ -97,3 +97,38 @@ def subprocess_options(archive: Path | None) -> str:
 def worker_options(archive: Path | None) -> str:
     """`SPARK_SUBMIT_OPTS` for a pytest worker's own driver (lives for the whole run)."""
     return NO_CODEGEN + _sharing(archive)
+
+
+# every protocol's replay loop compiled into the Numba disk cache, side by side
+# (`causal_spark.replay.warmup`): without it, on a clean clone, both xdist workers compile
+# the same eleven loops at once in their first replay tests (minutes each)
+WARM = """
+from causal_spark.replay.protocols.spec import SPECS
+from causal_spark.replay.warmup import warm_up
+warm_up(sorted(SPECS))
+"""
+
+
+def warm_numba(root: Path) -> subprocess.Popen[bytes]:
+    """Start compiling every protocol's loop into the disk cache (a subprocess: it runs
+    while the class archive is written); the caller waits for it before tests start. With
+    a warm cache it only loads the code (a few seconds)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", WARM],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def finish_warming(warming: subprocess.Popen[bytes], timeout: float = 1200) -> None:
+    """Wait for `warm_numba`'s subprocess; one that fails or hangs only costs the tests
+    their own compiles (said, not fatal)."""
+    began = time.monotonic()
+    try:
+        code = warming.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        warming.kill()
+        code = warming.wait()
+    took = time.monotonic() - began
+    print(f"tests/jvm.py: Numba cache warmed (exit {code}) {took:.0f} s after the class archive")
