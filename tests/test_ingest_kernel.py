@@ -6,7 +6,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from causal_spark.ingest.rows_kernel import encoded, sort_order, values_at
+from causal_spark import columns as C
+from causal_spark.ingest import kernel
+from causal_spark.ingest.rows_kernel import PROCS, encoded, sort_order, values_at
 
 BIG = np.iinfo(np.int64)
 
@@ -45,3 +47,40 @@ def test_values_at_gives_back_the_values_with_nulls() -> None:
     picked = np.array([5, 0, 2, 1, 4, 3])
     assert values_at(values, codes[picked]).to_pylist() == [column.to_pylist()[i] for i in picked]
     assert values_at(values, codes[:0]).to_pylist() == []
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_with_pidx_numbers_each_traces_processes_by_name(
+    dense: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not dense:  # the join taken for many traces and names
+        monkeypatch.setattr(kernel, "DENSE_PIDX", 0)
+    rng = np.random.default_rng(11)
+    names = ["p0", "p1", "q", "r", None]
+    procs = pa.table(
+        {
+            C.TRACE_ID: [f"t{rng.integers(0, 3)}" for _ in range(12)],
+            C.PROCESS: [names[i] for i in rng.integers(0, 4, 12)],
+        },
+        schema=PROCS,
+    )
+    rows = pa.table(
+        {
+            C.TRACE_ID: [f"t{rng.integers(0, 4)}" for _ in range(200)],
+            "a": [names[i] for i in rng.integers(0, 5, 200)],
+            "b": [names[i] for i in rng.integers(2, 5, 200)],
+        }
+    )
+    known: dict[tuple[str, str], int] = {}
+    for trace in sorted(set(procs[C.TRACE_ID].to_pylist())):
+        own = sorted({p for t, p in zip(*procs.to_pydict().values(), strict=True) if t == trace})
+        known.update({(trace, p): i for i, p in enumerate(own)})
+    out = kernel.with_pidx(rows, procs, [("a", "a_pidx"), ("b", "b_pidx")])
+    for column in ("a", "b"):
+        expected = [
+            known.get((t, p))
+            for t, p in zip(rows[C.TRACE_ID].to_pylist(), rows[column].to_pylist(), strict=True)
+        ]
+        assert out[f"{column}_pidx"].to_pylist() == expected
+        assert out[f"{column}_pidx"].type == pa.int32()
+    assert kernel.with_pidx(rows, PROCS.empty_table(), [("a", "x")])["x"].null_count == 200

@@ -516,17 +516,46 @@ def with_pidx(rows: pa.Table, procs: pa.Table, pairs: Sequence[tuple[str, str]])
     """`rows` with an int32 column per (process column, pidx column) in `pairs`: each
     process's index among its trace's processes (`procs`), by name; null if not there."""
     index = numbered(procs)
+    traces = pc.unique(index[C.TRACE_ID])
+    row_trace = int_values(pc.index_in(rows[C.TRACE_ID], value_set=traces), fill=-1)
+    index_trace = int_values(pc.index_in(index[C.TRACE_ID], value_set=traces))
+    index_pidx = int_values(index[C.PIDX])
     for process_col, pidx_col in pairs:
-        keys = pa.table({C.TRACE_ID: rows[C.TRACE_ID], "__p": rows[process_col]})
-        looked = keys.append_column("__row", pa.array(np.arange(rows.num_rows))).join(
-            index.rename_columns([C.TRACE_ID, "__p", "__pidx"]),
-            [C.TRACE_ID, "__p"],
-            join_type="left outer",
-            use_threads=False,
+        process, names = encoded(rows[process_col])
+        width = len(names)
+        if len(traces) * width > DENSE_PIDX:
+            rows = rows.append_column(pidx_col, _joined_pidx(rows, index, process_col))
+            continue
+        # a table of every (trace, process name) pair: one scatter, one gather
+        at = int_values(pc.index_in(index[C.PROCESS], value_set=names), fill=-1)
+        known = at >= 0
+        table = np.full(len(traces) * width, -1, dtype=np.int64)
+        table[index_trace[known] * width + at[known]] = index_pidx[known]
+        pidx = np.full(rows.num_rows, -1, dtype=np.int64)
+        ok = (row_trace >= 0) & (process >= 0)
+        pidx[ok] = table[row_trace[ok] * width + process[ok]]
+        missing = pidx < 0
+        column = pa.array(
+            pidx.astype(np.int32), pa.int32(), mask=missing if missing.any() else None
         )
-        looked = looked.sort_by("__row")
-        rows = rows.append_column(pidx_col, looked["__pidx"].cast(pa.int32()))
+        rows = rows.append_column(pidx_col, column)
     return rows
+
+
+# traces x process names up to which `with_pidx` looks pidx up in a dense table
+DENSE_PIDX = 1 << 22
+
+
+def _joined_pidx(rows: pa.Table, index: pa.Table, process_col: str) -> pa.ChunkedArray:
+    """`with_pidx`'s column by a join, for more traces and names than a dense table holds."""
+    keys = pa.table({C.TRACE_ID: rows[C.TRACE_ID], "__p": rows[process_col]})
+    looked = keys.append_column("__row", pa.array(np.arange(rows.num_rows))).join(
+        index.rename_columns([C.TRACE_ID, "__p", "__pidx"]),
+        [C.TRACE_ID, "__p"],
+        join_type="left outer",
+        use_threads=False,
+    )
+    return looked.sort_by("__row")["__pidx"].cast(pa.int32())
 
 
 def numbered(procs: pa.Table) -> pa.Table:
