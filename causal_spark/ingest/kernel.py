@@ -3,7 +3,7 @@
 `judge_events` takes the typed rows of some whole processes (step 2: every row of a
 (trace, process) is in the same call) and `judge_messages` the send and receive rows of
 some whole messages (step 3: every row of a (trace, msg_id)). Each sorts its rows once
-(NumPy `lexsort` over integer codes) and finds groups by comparing neighbours, so a
+(one stable sort over integer codes) and finds groups by comparing neighbours, so a
 task costs a few passes over its arrays whatever the number of groups. The rules and
 their words are those of docs/ingest.md, in that order; `REF` in a detail stands for the
 row it points at (`line N`, filled in when the quarantine is written).
@@ -46,6 +46,7 @@ from causal_spark.ingest.rows_kernel import (
     JudgedEvents,
     JudgedMessages,
     codes_of,
+    encoded,
     file_facts,
     formatted,
     int_values,
@@ -53,9 +54,42 @@ from causal_spark.ingest.rows_kernel import (
     reject_rows,
     run_starts,
     shared_codes,
+    sort_order,
     string_array,
     take_rows,
+    values_at,
 )
+
+KIND_VALUES = pa.array(KINDS, pa.string())
+
+
+# the typed columns step 2 reads from accepted rows
+USED = [
+    FILE_ID,
+    C.LINE,
+    SUB,
+    C.TRACE_ID,
+    PPROC,
+    C.SEQ,
+    C.KIND,
+    C.MSG_ID,
+    C.PEER,
+    C.TS,
+    C.SIZE_BYTES,
+    C.LABEL,
+    RECORDED_VC,
+]
+
+
+def _split(
+    rows: pa.Table, chosen: pa.ChunkedArray, columns: Sequence[str] | None = None
+) -> tuple[pa.Table, pa.Table]:
+    """(the chosen rows, only `columns` of them where given; the others): no copy when
+    every row is chosen, the common case. `chosen` has no nulls."""
+    picked = rows if columns is None else rows.select(columns)
+    if pc.all(chosen).as_py():
+        return picked, rows.slice(0, 0)
+    return picked.filter(chosen), rows.filter(pc.invert(chosen))
 
 
 def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEvents:
@@ -71,12 +105,11 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
       facts and the processes with an event come out.
     """
     marker = typed[EXCLUDED].fill_null(False)
-    rows = typed.filter(pc.invert(marker))
-    markers = typed.filter(marker)
+    rows, markers = _split(typed, pc.invert(marker))
     accepted_mask = pc.is_null(rows[C.REASON])
     facts = file_facts(rows, accepted_mask)
 
-    bad = rows.filter(pc.invert(accepted_mask))
+    good, bad = _split(rows, accepted_mask, USED)
     malformed = pa.table(
         {
             FILE_ID: bad[FILE_ID],
@@ -98,26 +131,25 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
         schema=REJECTS,
     )
 
-    good = rows.filter(accepted_mask)
     n = good.num_rows
     if n == 0:
         return JudgedEvents(
             EVENTS.empty_table(), ENDS.empty_table(), malformed, facts, PROCS.empty_table()
         )
-    trace = codes_of(good[C.TRACE_ID])
-    process = codes_of(good[PPROC])
+    trace, traces = encoded(good[C.TRACE_ID])
+    process, processes = encoded(good[PPROC])
     noseq = good[C.SEQ].is_null().to_numpy(zero_copy_only=False)
     seq = int_values(good[C.SEQ])
     file = int_values(good[FILE_ID])
     line = int_values(good[C.LINE])
     sub = int_values(good[SUB])
     kind = int_values(pc.index_in(good[C.KIND], value_set=pa.array(KINDS)), fill=-1)
-    peer = codes_of(good[C.PEER])
+    peer, peers = encoded(good[C.PEER])
     ev_file = np.where(noseq, file, -1)
     ev_line = np.where(noseq, line, -1)
     # one sort: by process, then local order (seq; rows without one after, in file order),
     # then file order among the rows of one event; `at` maps a sorted position to its row
-    at = np.lexsort((sub, line, file, ev_line, ev_file, seq, noseq, process, trace))
+    at = sort_order(trace, process, noseq, seq, ev_file, ev_line, file, line, sub)
     trace, process, noseq, seq = trace[at], process[at], noseq[at], seq[at]
     file, line, sub, kind, peer = file[at], line[at], sub[at], kind[at], peer[at]
     ev_file, ev_line = ev_file[at], ev_line[at]
@@ -134,7 +166,7 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
 
     # copies to a destination an earlier copy of the event named
     copies = np.flatnonzero(is_copy & (peer >= 0))
-    by_peer = copies[np.lexsort((copies, peer[copies], event[copies]))]
+    by_peer = copies[sort_order(event[copies], peer[copies])]  # stable: copies ascend
     first_of = run_starts(event[by_peer], peer[by_peer])
     first_pos = by_peer[np.flatnonzero(first_of)][np.cumsum(first_of) - 1]
     repeated = by_peer[~first_of]
@@ -165,16 +197,16 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     event_lseq[live_events] = np.arange(len(live_events)) - np.repeat(first_live, run_lengths) + 1
     first_kept = kept_rows[np.unique(event[kept_rows], return_index=True)[1]]
     n_msgs = np.bincount(event[kept_rows], weights=is_send[kept_rows], minlength=n_events)
-    heads = take_rows(
-        good.select([C.TRACE_ID, PPROC, C.KIND, C.TS, C.LABEL, C.SEQ, RECORDED_VC]),
-        at[first_kept],
-    )
+    # strings with codes are gathered from their few distinct values, the rest taken
+    heads = take_rows(good.select([C.TS, C.LABEL, C.SEQ, RECORDED_VC]), at[first_kept])
+    head_traces = values_at(traces, trace[first_kept])
+    head_processes = values_at(processes, process[first_kept])
     events = pa.table(
         {
-            C.TRACE_ID: heads[C.TRACE_ID],
-            C.PROCESS: heads[PPROC],
+            C.TRACE_ID: head_traces,
+            C.PROCESS: head_processes,
             C.LSEQ: pa.array(event_lseq[live_events]),
-            C.KIND: heads[C.KIND],
+            C.KIND: values_at(KIND_VALUES, kind[first_kept]),
             C.TS: heads[C.TS],
             C.LABEL: heads[C.LABEL],
             C.N_MSGS: pa.array(n_msgs[live_events].astype(np.int32)),
@@ -187,17 +219,14 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     )
 
     end_rows = kept_rows[(kind[kept_rows] == SEND_CODE) | (kind[kept_rows] == RECEIVE_CODE)]
-    ends_of = take_rows(
-        good.select([C.TRACE_ID, C.MSG_ID, PPROC, C.KIND, C.PEER, C.TS, C.SIZE_BYTES]),
-        at[end_rows],
-    )
+    ends_of = take_rows(good.select([C.MSG_ID, C.TS, C.SIZE_BYTES]), at[end_rows])
     ends = pa.table(
         {
-            C.TRACE_ID: ends_of[C.TRACE_ID],
+            C.TRACE_ID: values_at(traces, trace[end_rows]),
             C.MSG_ID: ends_of[C.MSG_ID],
-            C.PROCESS: ends_of[PPROC],
-            C.KIND: ends_of[C.KIND],
-            C.PEER: ends_of[C.PEER],
+            C.PROCESS: values_at(processes, process[end_rows]),
+            C.KIND: values_at(KIND_VALUES, kind[end_rows]),
+            C.PEER: values_at(peers, peer[end_rows]),
             C.TS: ends_of[C.TS],
             C.SIZE_BYTES: ends_of[C.SIZE_BYTES],
             C.LSEQ: pa.array(event_lseq[event[end_rows]]),
@@ -255,8 +284,8 @@ def judge_events(typed: pa.Table, mixed_files: Collection[int] = ()) -> JudgedEv
     # the processes with an event: the first event of each group that has one
     procs = pa.table(
         {
-            C.TRACE_ID: heads[C.TRACE_ID].take(first_live),
-            C.PROCESS: heads[PPROC].take(first_live),
+            C.TRACE_ID: head_traces.take(first_live),
+            C.PROCESS: head_processes.take(first_live),
         },
         schema=PROCS,
     )
@@ -281,7 +310,7 @@ def judge_messages(ends: pa.Table) -> JudgedMessages:
     file, line, sub = int_values(ends[FILE_ID]), int_values(ends[C.LINE]), int_values(ends[SUB])
     process, peer = shared_codes(ends[C.PROCESS], ends[C.PEER])
     # `at` maps a sorted position to its row
-    at = np.lexsort((sub, line, file, kind, msg, trace))
+    at = sort_order(trace, msg, kind, file, line, sub)
     trace, msg, kind = trace[at], msg[at], kind[at]
     file, line, process, peer = file[at], line[at], process[at], peer[at]
 
@@ -483,17 +512,46 @@ def with_pidx(rows: pa.Table, procs: pa.Table, pairs: Sequence[tuple[str, str]])
     """`rows` with an int32 column per (process column, pidx column) in `pairs`: each
     process's index among its trace's processes (`procs`), by name; null if not there."""
     index = numbered(procs)
+    traces = pc.unique(index[C.TRACE_ID])
+    row_trace = int_values(pc.index_in(rows[C.TRACE_ID], value_set=traces), fill=-1)
+    index_trace = int_values(pc.index_in(index[C.TRACE_ID], value_set=traces))
+    index_pidx = int_values(index[C.PIDX])
     for process_col, pidx_col in pairs:
-        keys = pa.table({C.TRACE_ID: rows[C.TRACE_ID], "__p": rows[process_col]})
-        looked = keys.append_column("__row", pa.array(np.arange(rows.num_rows))).join(
-            index.rename_columns([C.TRACE_ID, "__p", "__pidx"]),
-            [C.TRACE_ID, "__p"],
-            join_type="left outer",
-            use_threads=False,
+        process, names = encoded(rows[process_col])
+        width = len(names)
+        if len(traces) * width > DENSE_PIDX:
+            rows = rows.append_column(pidx_col, _joined_pidx(rows, index, process_col))
+            continue
+        # a table of every (trace, process name) pair: one scatter, one gather
+        at = int_values(pc.index_in(index[C.PROCESS], value_set=names), fill=-1)
+        known = at >= 0
+        table = np.full(len(traces) * width, -1, dtype=np.int64)
+        table[index_trace[known] * width + at[known]] = index_pidx[known]
+        pidx = np.full(rows.num_rows, -1, dtype=np.int64)
+        ok = (row_trace >= 0) & (process >= 0)
+        pidx[ok] = table[row_trace[ok] * width + process[ok]]
+        missing = pidx < 0
+        column = pa.array(
+            pidx.astype(np.int32), pa.int32(), mask=missing if missing.any() else None
         )
-        looked = looked.sort_by("__row")
-        rows = rows.append_column(pidx_col, looked["__pidx"].cast(pa.int32()))
+        rows = rows.append_column(pidx_col, column)
     return rows
+
+
+# traces x process names up to which `with_pidx` looks pidx up in a dense table
+DENSE_PIDX = 1 << 22
+
+
+def _joined_pidx(rows: pa.Table, index: pa.Table, process_col: str) -> pa.ChunkedArray:
+    """`with_pidx`'s column by a join, for more traces and names than a dense table holds."""
+    keys = pa.table({C.TRACE_ID: rows[C.TRACE_ID], "__p": rows[process_col]})
+    looked = keys.append_column("__row", pa.array(np.arange(rows.num_rows))).join(
+        index.rename_columns([C.TRACE_ID, "__p", "__pidx"]),
+        [C.TRACE_ID, "__p"],
+        join_type="left outer",
+        use_threads=False,
+    )
+    return looked.sort_by("__row")["__pidx"].cast(pa.int32())
 
 
 def numbered(procs: pa.Table) -> pa.Table:

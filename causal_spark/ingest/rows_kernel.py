@@ -191,6 +191,11 @@ class JudgedMessages:
 
 def codes_of(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Integer codes of a column's values (equal values, equal codes); null: -1."""
+    return encoded(column)[0]
+
+
+def encoded(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """`codes_of` and the values they stand for (`values_at` turns codes back to values)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     encoded = pc.dictionary_encode(column)
@@ -198,7 +203,16 @@ def codes_of(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     if indices.null_count:
         indices = indices.fill_null(-1)
     codes: np.ndarray = indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    return codes
+    return codes, encoded.dictionary
+
+
+def values_at(values: pa.Array, codes: np.ndarray) -> pa.Array:
+    """The values that `codes` stand for (code -1: null): a gather from the few distinct
+    values, cheaper than gathering strings from the whole column."""
+    missing = codes < 0
+    if missing.any():
+        return values.take(pa.array(np.where(missing, 0, codes), pa.int64(), mask=missing))
+    return values.take(pa.array(codes, pa.int64()))
 
 
 def shared_codes(*columns: pa.ChunkedArray) -> list[np.ndarray]:
@@ -228,6 +242,33 @@ def run_starts(*keys: np.ndarray) -> np.ndarray:
         for key in keys:
             new[1:] |= key[1:] != key[:-1]
     return new
+
+
+def sort_order(*keys: np.ndarray) -> np.ndarray:
+    """The stable order of rows by `keys`, most significant first: `np.lexsort` of the
+    reversed keys, as one stable argsort of a single integer key where the keys' ranges
+    fit in one (a constant key costs nothing): about four times faster on 10^6 rows."""
+    n = len(keys[0]) if keys else 0
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    combined = np.zeros(n, dtype=np.int64)
+    span = 1
+    for key in keys:
+        values = np.asarray(key).astype(np.int64, copy=False)
+        low, high = int(values.min()), int(values.max())
+        width = high - low + 1
+        if width == 1:
+            continue
+        if span * width >= 1 << 62:
+            # number the distinct prefixes densely, and try again
+            _, ranks = np.unique(combined, return_inverse=True)
+            combined, span = ranks.astype(np.int64).reshape(-1), int(ranks.max()) + 1
+            if span * width >= 1 << 62:
+                return np.lexsort(tuple(reversed(keys)))
+        combined = combined * width + (values - low)
+        span *= width
+    order: np.ndarray = np.argsort(combined, kind="stable")
+    return order
 
 
 def is_member(rows: Sequence[np.ndarray], wanted: Sequence[np.ndarray]) -> np.ndarray:

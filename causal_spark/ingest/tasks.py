@@ -95,15 +95,31 @@ def _task_tag() -> str:
     return f"{context.partitionId():05d}-{context.taskAttemptId()}-{uuid.uuid4().hex}"
 
 
-def write_scratch(folder: str, rows: pa.Table) -> str:
-    """One Parquet file under `folder`, complete or absent (written aside, then renamed)."""
+def write_scratch(folder: str, rows: pa.Table, arrow: bool = False) -> str:
+    """One Parquet file under `folder` (an Arrow IPC file, lz4, with `arrow`: for files
+    only tasks read back, 2-3x cheaper to write and read), complete or absent (written
+    aside, then renamed)."""
     os.makedirs(folder, exist_ok=True)
-    name = f"part-{_task_tag()}.parquet"
+    name = f"part-{_task_tag()}.{'arrow' if arrow else 'parquet'}"
     aside = os.path.join(folder, f".{name}.tmp")
-    pq.write_table(rows, aside, compression="lz4")
+    if arrow:
+        options = pa.ipc.IpcWriteOptions(compression="lz4")
+        with (
+            pa.OSFile(aside, "wb") as sink,
+            pa.ipc.new_file(sink, rows.schema, options=options) as out,
+        ):
+            out.write_table(rows)
+    else:
+        pq.write_table(rows, aside, compression="lz4")
     path = os.path.join(folder, name)
     os.replace(aside, path)
     return path
+
+
+def read_arrow_scratch(path: str, schema: pa.Schema) -> pa.Table:
+    """A file `write_scratch(..., arrow=True)` wrote."""
+    with pa.OSFile(path, "rb") as source:
+        return pa.ipc.open_file(source).read_all().cast(schema)
 
 
 def read_scratch(paths: Sequence[str], schema: pa.Schema) -> pa.Table:
@@ -141,7 +157,7 @@ def by_process(
             write_scratch(files.folder("procs"), judged.procs)
         for start in range(0, judged.events.num_rows, EVENTS_PER_FILE):
             chunk = judged.events.slice(start, EVENTS_PER_FILE)
-            yield _carrier(EVENTS_FILE, write_scratch(files.folder("events"), chunk))
+            yield _carrier(EVENTS_FILE, write_scratch(files.folder("events"), chunk, arrow=True))
         if judged.rejects.num_rows:
             yield _carrier(REJECTS_FILE, write_scratch(files.folder("rejects"), judged.rejects))
         if judged.facts.num_rows:
@@ -205,7 +221,7 @@ def by_message(
             elif kind == FACTS_FILE:
                 yield _result(FACTS, path, 0)
             else:
-                events = pq.read_table(path, schema=R.EVENTS)
+                events = read_arrow_scratch(path, R.EVENTS)
                 yield from _write_events(files.events, events, procs, names)
 
     return run

@@ -61,6 +61,10 @@ RAW_COLUMNS: tuple[str, ...] = tuple(f.name for f in RAW_SCHEMA.fields)
 # a whole file that cannot be read is one quarantine row at this line
 WHOLE_FILE_LINE = 0
 
+# up to this many (file, key) pairs, file ids come from comparisons instead of a join: a
+# broadcast hash join costs a hash and a probe per row, more than a few string compares
+FEW_FILE_KEYS = 32
+
 
 class InputError(ValueError):
     """An input path does not exist, or holds nothing this pipeline can read."""
@@ -190,17 +194,30 @@ def with_file_ids(
     """Add `file_id` to rows read from `files`, by where they were read: the URI Spark
     reports for their file (`_metadata.file_path`, compared as Spark writes it: no
     per-row decoding), or (by="path") the file's absolute local path. A row that names
-    no input file fails the job (never a silent drop)."""
+    no input file fails the job (never a silent drop).
+
+    A few files are told apart by comparing `where` with each one's keys in turn (one
+    expression, no join); more are looked up in a broadcast table."""
     spark = frame.sparkSession
     keys = [
         (key, f.file_id)
         for f in files
         for key in (_uri_forms(f.path) if by == "uri" else (f.path,))
     ]
-    table = spark.createDataFrame(keys, "__cs_uri string, __cs_file_id int")
     unknown = F.raise_error(
         F.concat(F.lit("a row was read from a file that is not an input: "), F.col("__cs_at"))
     )
+    if 0 < len(keys) <= FEW_FILE_KEYS:
+        at = F.col("__cs_at")
+        chosen = F.when(at == F.lit(keys[0][0]), F.lit(keys[0][1]))
+        for key, file_id in keys[1:]:
+            chosen = chosen.when(at == F.lit(key), F.lit(file_id))
+        return (
+            frame.withColumn("__cs_at", where)
+            .withColumn(FILE_ID, chosen.otherwise(unknown).cast("int"))
+            .drop("__cs_at")
+        )
+    table = spark.createDataFrame(keys, "__cs_uri string, __cs_file_id int")
     return (
         frame.withColumn("__cs_at", where)
         .join(F.broadcast(table), F.col("__cs_at") == F.col("__cs_uri"), "left")
