@@ -263,7 +263,7 @@ class LayoutBuilder:
             _Chunk(
                 _narrow(pidx),
                 _narrow(lseq),
-                codes.astype(np.int8),
+                codes,  # int8, its own copy (`add`)
                 ts,
                 _narrow(lamport),
                 _narrow(peer),
@@ -378,7 +378,12 @@ class LayoutBuilder:
 
 
 def _ints(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+    """A column's integers in their own signed type (int32 stays int32: `_narrow` copies
+    once), others (nulls as NaN, unsigned) as int64."""
+    values: np.ndarray = column.to_numpy(zero_copy_only=False)
+    if values.dtype.kind == "i":
+        return values
+    return np.asarray(values, dtype=np.int64)
 
 
 def _filled(column: pa.Array | pa.ChunkedArray, value: int) -> pa.Array | pa.ChunkedArray:
