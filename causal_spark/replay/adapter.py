@@ -272,13 +272,20 @@ def _deliveries_batches(
     head: Mapping[str, object], trace: CompiledTrace, run: CompiledRun
 ) -> Iterator[pa.RecordBatch]:
     schema = _ARROW_ROWS
+    constant: dict[tuple[str, int], pa.Array] = {}  # the group's strings, built once per size
+
+    def repeated(name: str, count: int) -> pa.Array:
+        if (name, count) not in constant:
+            constant[(name, count)] = _repeated(head[name], count)
+        return constant[(name, count)]
+
     for ids, messages in trace.ids.slices(DELIVERY_BATCH_ROWS):
         count = len(ids)
         columns = run.columns(messages)
         values: dict[str, pa.Array] = {
-            C.TRACE_ID: _repeated(head[C.TRACE_ID], count),
-            PROTOCOL: _repeated(head[PROTOCOL], count),
-            "receive_mode": _repeated(head["receive_mode"], count),
+            C.TRACE_ID: repeated(C.TRACE_ID, count),
+            PROTOCOL: repeated(PROTOCOL, count),
+            "receive_mode": repeated("receive_mode", count),
             C.MSG_ID: ids,
             "taken_by_lseq": _ints(columns["taken_by"]),
             "piggyback_ints": _ints(columns["piggyback"]),

@@ -71,16 +71,33 @@ def reproduces_recording(trace: CompiledTrace, execution: Execution) -> bool:
 
 def one_total_order(trace: CompiledTrace, execution: Execution) -> bool:
     lay = trace.layout
-    taken_by = execution.taken_by
-    pick = np.flatnonzero((taken_by >= 0) & (lay.send_ev >= 0))
-    if not len(pick):
+    procs, group = _by_receive(lay.ev_start, lay.dst, lay.send_ev, execution.taken_by, trace.n)
+    if not len(procs):
         return True
-    procs = lay.dst[pick]
-    order = np.lexsort((taken_by[pick], procs))
-    group = lay.send_ev[pick][order]  # a multicast is one send event
-    procs = procs[order]
-    del pick, order
     return bool(_one_order(procs, group, trace.n, int(lay.ev_start[-1])))
+
+
+@njit(cache=True)
+def _by_receive(ev_start, dst, send_ev, taken_by, n):  # type: ignore[no-untyped-def]
+    """The sent messages taken, by receiver then the receive that took them (its event
+    index: no sort), as (receiver, send event: a multicast is one send event)."""
+    events = ev_start[n]
+    at = np.full(events, -1, np.int32)  # receive event -> the send event of what it took
+    count = 0
+    for m in range(len(dst)):
+        if taken_by[m] >= 0 and send_ev[m] >= 0:
+            at[ev_start[dst[m]] + taken_by[m] - 1] = send_ev[m]
+            count += 1
+    procs = np.empty(count, np.int32)
+    group = np.empty(count, np.int32)
+    i = 0
+    for p in range(n):
+        for e in range(ev_start[p], ev_start[p + 1]):
+            if at[e] >= 0:
+                procs[i] = p
+                group[i] = at[e]
+                i += 1
+    return procs, group
 
 
 @njit(cache=True)
