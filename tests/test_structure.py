@@ -40,6 +40,7 @@ FOUNDATIONS = {
     f"{PACKAGE}.config",
     f"{PACKAGE}._arrow",
     f"{PACKAGE}._spark",
+    f"{PACKAGE}._lazy",
     # the protocol registry: plain data (no Spark, no Numba, no engine) that the
     # configuration validates protocol names against
     f"{PACKAGE}.replay.protocols.spec",

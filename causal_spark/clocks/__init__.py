@@ -27,8 +27,9 @@ helpers (`order`). The engines' internals are described in docs/clocks.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from causal_spark._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from causal_spark.clocks.engine import ClockResult, with_clocks
@@ -66,11 +67,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)

@@ -20,8 +20,9 @@ tests hold the loop to lives in `tests/oracles/replay/`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from causal_spark._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from causal_spark.replay.adapter import ReplayTables, program_rows, replay_protocols
@@ -69,11 +70,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)
