@@ -145,28 +145,81 @@ def writable_copy(tmp_path: Path) -> Callable[[Path], Path]:
     return lambda warehouse: _copy_warehouse(warehouse, tmp_path / "copy")
 
 
-# Modules by how long they take (seconds, serial, measured on the 2-core machine): xdist
-# hands modules to its workers in collection order, so the longest go first and the
-# short ones fill the gaps at the end. Unlisted modules keep their order after these.
-MODULE_SECONDS = {  # test time of each module (--durations=0) in `.ci/run` on a clean clone
-    # (2026-11-28, 4663fb6: cold Numba cache, so the replay modules compile), modules over 40 s
-    "test_clocks.py": 320,
-    "test_scheduled_jobs.py": 320,
-    "test_replay_loop.py": 270,
-    "test_docs.py": 270,
-    "test_warehouse_faults.py": 240,
-    "test_wide_traces.py": 130,
-    "test_replay.py": 120,
-    "test_sink_and_runs.py": 120,
-    "test_ingest_baseline.py": 110,
-    "test_crowns_distributed.py": 80,
-    "test_warehouse_incremental.py": 80,
-    "test_cli.py": 70,
-    "test_sql.py": 70,
-    "test_real_logs_audit.py": 60,
-    "test_warehouse_commits.py": 40,
+# Modules by how long they take (seconds of test time, `--durations=0` and `--junitxml`):
+# the modules are handed to the two xdist workers longest first, so the short ones fill
+# the gaps at the end (`_Scheduling` below). Unlisted modules keep their order after these.
+MODULE_SECONDS = {  # a full run on a clean clone (2026-11-28, a551dd7, under the lock but
+    # contended by another worktree's tests from 12:15): modules over 5 s
+    "test_warehouse_faults.py": 272,
+    "test_clocks.py": 212,
+    "test_docs.py": 210,
+    "test_scheduled_jobs.py": 189,
+    "test_warehouse_incremental.py": 118,
+    "test_sink_and_runs.py": 94,
+    "test_cli.py": 80,
+    "test_ingest_baseline.py": 55,
+    "test_wide_traces.py": 53,
+    "test_accounting_at_scale.py": 47,
+    "test_crowns_distributed.py": 45,
+    "test_replay_loop.py": 44,
+    "test_replay.py": 43,
+    "test_sql.py": 42,
+    "test_export_shiviz.py": 40,
+    "test_anomalies.py": 36,
+    "test_warehouse_commits.py": 35,
+    "test_real_logs_audit.py": 30,
+    "test_native_logs.py": 26,
+    "test_warehouse_history.py": 26,
+    "test_readers_shiviz.py": 25,
+    "test_formats.py": 21,
+    "test_generate.py": 20,
+    "test_report_browser.py": 19,
+    "test_shiviz_kernel.py": 15,
+    "test_verdicts.py": 15,
+    "test_order.py": 10,
+    "test_otlp_parse.py": 10,
+    "test_ingest_files.py": 9,
+    "test_ingest_rules.py": 8,
+    "test_readers_dctracing.py": 8,
+    "test_spans_kernel.py": 6,
+    "test_ingest_examples.py": 5,
+    "test_replay_engine.py": 5,
 }
+
+# modules that share an expensive session fixture run in one worker (one scope), so the
+# fixture is built once: the session's audit of data-samples/ (`audited_samples`, every
+# protocol replayed)
+SHARED_SCOPES = {"test_sql.py": "audited-samples", "test_replay.py": "audited-samples"}
+
+
+def _scope(module: str) -> str:
+    return SHARED_SCOPES.get(module, module)
+
+
+def _scope_seconds(module: str) -> int:
+    scope = _scope(module)
+    return sum(s for m, s in MODULE_SECONDS.items() if _scope(m) == scope)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: -MODULE_SECONDS.get(item.path.name, 0))  # stable
+    # longest scope first; a scope's modules next to each other (stable otherwise)
+    items.sort(key=lambda item: (-_scope_seconds(item.path.name), _scope(item.path.name)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `--dist loadscope` (pyproject.toml): a module's tests stay in one worker (its
+    module fixtures built once), the modules of a SHARED_SCOPES group too, and the scopes go
+    out in the order collected. xdist would otherwise reorder them by their number of
+    tests, which puts a 2-test module of 118 s last (measured: one worker idle for the
+    last 150 s of the full run)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return _scope(Path(module).name)
+
+    config.option.loadscopereorder = False
+    return _Scheduling(config, log)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import re
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +47,10 @@ FIGURES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def audited(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    warehouse = tmp_path_factory.mktemp("replay") / "warehouse"
-    run(
-        ["audit", "data-samples", "--warehouse", str(warehouse), "--conf", "conf/test.yml"],
-        session=spark,
-    )
-    return warehouse
+@pytest.fixture
+def audited(audited_samples: Path) -> Path:
+    """The session's audit of data-samples (read only: a test that writes takes a copy)."""
+    return audited_samples
 
 
 def _table(spark: SparkSession, warehouse: Path, name: str) -> DataFrame:
@@ -161,13 +158,16 @@ def test_comparison_summarises_every_protocol(spark: SparkSession, audited: Path
 
 @pytest.mark.slow
 def test_compare_prints_the_table_and_draws_plots(
-    audited: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    audited: Path,
+    writable_copy: Callable[[Path], Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     code = main(
         [
             "compare",
             "--warehouse",
-            str(audited),
+            str(writable_copy(audited)),
             "--conf",
             "conf/test.yml",
             "--plots",
@@ -181,7 +181,10 @@ def test_compare_prints_the_table_and_draws_plots(
         assert (tmp_path / name).stat().st_size > 10_000
 
 
-def test_selective_receives_through_the_cli(audited: Path, spark: SparkSession) -> None:
+def test_selective_receives_through_the_cli(
+    audited: Path, writable_copy: Callable[[Path], Path], spark: SparkSession
+) -> None:
+    audited = writable_copy(audited)
     run(
         [
             "replay",
