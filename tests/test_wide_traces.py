@@ -268,7 +268,7 @@ def runs(
     wide = tmp / "logs" / f"{WIDE}.jsonl"
     wide.parent.mkdir()
     wide.write_text("".join(json.dumps(r) + "\n" for r in _wide_rows()))
-    samples = str(ROOT / "data-samples")
+    samples = "data-samples"  # as the session's detected_samples names it (the `source` column)
     test_profile = str(ROOT / "conf" / "test.yml")
     ingested = tmp / "ingested"
     _run(spark, ingested, test_profile, ["ingest", samples, str(wide)])
