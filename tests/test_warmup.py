@@ -91,7 +91,10 @@ def test_the_warm_up_compiles_every_kernel_the_clocks_and_detect_functions_call(
 
 def _warm_up_of(script: str, parts: tuple[str, ...]) -> WarmUp:
     process = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", textwrap.dedent(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     return WarmUp(parts, process)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -69,9 +70,10 @@ class WarmUp:
         return waited
 
     def close(self) -> None:
-        """End the process if it still runs (a job that failed, or needed less than planned)."""
+        """End the process and its children if they still run (a job that failed, or
+        needed less than planned)."""
         if self._process.poll() is None:
-            self._process.terminate()
+            os.killpg(self._process.pid, signal.SIGTERM)  # its own group: see start_warm_up
         self._process.wait()
         self._reader.join(timeout=5)
 
@@ -88,7 +90,10 @@ def start_warm_up(stage_names: Sequence[str], protocols: Sequence[str]) -> WarmU
     command = [sys.executable, "-m", "causal_spark.app.warmup", "--parts", ",".join(parts)]
     if REPLAY in parts:
         command += ["--protocols", ",".join(protocols)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1)
+    # a group of its own, so that `close` ends the children it forks with it
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True
+    )
     return WarmUp(parts, process)
 
 
