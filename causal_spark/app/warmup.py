@@ -19,6 +19,7 @@ they compile what they need themselves, as without a warm-up.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -73,7 +74,8 @@ class WarmUp:
         """End the process and its children if they still run (a job that failed, or
         needed less than planned)."""
         if self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGTERM)  # its own group: see start_warm_up
+            with contextlib.suppress(ProcessLookupError):  # it ended in between
+                os.killpg(self._process.pid, signal.SIGTERM)  # its own group: start_warm_up
         self._process.wait()
         self._reader.join(timeout=5)
 
@@ -81,8 +83,7 @@ class WarmUp:
 def start_warm_up(stage_names: Sequence[str], protocols: Sequence[str]) -> WarmUp | None:
     """Start compiling what stages `stage_names` need (replay: `protocols`) in a process of
     its own; None when they need nothing compiled."""
-    wanted = {"clocks": CLOCKS, "detect": DETECT, "replay": REPLAY}
-    parts = [p for p in PARTS if p in {wanted.get(name) for name in stage_names}]
+    parts = [part for part in PARTS if part in stage_names]  # a part is named as its stage
     if REPLAY in parts and not protocols:
         parts.remove(REPLAY)
     if not parts:
