@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 import traceback
@@ -52,6 +53,7 @@ from causal_spark.app.summary import (
     skipped_line,
     write_summary,
 )
+from causal_spark.app.warmup import REPLAY, WarmUp, start_warm_up, waiting
 from causal_spark.config import Config, ConfigError, load_config
 from causal_spark.generate import (
     GeneratorError,
@@ -259,8 +261,23 @@ def replay_request(args: argparse.Namespace, config: Config) -> ReplayRequest:
     ).validate()
 
 
-def _stages(args: argparse.Namespace, config: Config) -> list[tuple[str, Stage]]:
-    """The named stages of a stage command, in order."""
+def _stages(
+    args: argparse.Namespace, config: Config, warm_up: WarmUp | None = None
+) -> list[tuple[str, Stage]]:
+    """The named stages of a stage command, in order; with a `warm_up`, each stage it
+    compiles for first waits for its part."""
+    named = _plain_stages(args, config, warm_up is not None and REPLAY in warm_up.parts)
+    if warm_up is None:
+        return named
+    return [
+        (name, waiting(stage, warm_up, name) if name in warm_up.parts else stage)
+        for name, stage in named
+    ]
+
+
+def _plain_stages(
+    args: argparse.Namespace, config: Config, replay_compiled: bool
+) -> list[tuple[str, Stage]]:
     command = args.command
     if command == "ingest":
         return [("ingest", ingest_stage(args.inputs, args.input_format))]
@@ -269,11 +286,11 @@ def _stages(args: argparse.Namespace, config: Config) -> list[tuple[str, Stage]]
             ("ingest", ingest_stage(args.inputs, args.input_format)),
             ("clocks", clocks_stage(args.matrix)),
             ("detect", detect_stage()),
-            ("replay", replay_stage(replay_request(args, config))),
+            ("replay", replay_stage(replay_request(args, config), replay_compiled)),
             ("compare", compare_stage()),
         ]
     if command == "replay":
-        return [("replay", replay_stage(replay_request(args, config)))]
+        return [("replay", replay_stage(replay_request(args, config), replay_compiled))]
     if command == "compare":
         return [("compare", compare_stage())]
     if command == "clocks":
@@ -439,30 +456,54 @@ def run_job_of(
         if not Path(given).exists():  # fail before paying for a Spark session
             raise InputError(f"input path {given} does not exist")
     progress = progress or Progress(quiet=True)
-    progress.say(f"{args.command}: starting Spark")
-    spark = session or build_session(config.spark)
-    progress.spark = spark
-    warehouse = Warehouse(spark, args.warehouse, config.sink.format)
-    incremental = None
-    mode = None
-    if args.command == "audit":
-        mode = "incremental" if args.incremental else "full"
-        if args.incremental:
-            incremental = Incremental(
-                tuple(args.inputs), prune=args.prune, reader=args.input_format
-            )
-    return run_job(
-        args.command,
-        [stage for _, stage in named],
-        stage_names=[name for name, _ in named],
-        spark=spark,
-        config=config,
-        warehouse=warehouse,
-        started=progress.started,
-        ended=progress.ended,
-        incremental=incremental,
-        mode=mode,
-    )
+    warm = _start_warm_up(args, config, [name for name, _ in named], session)
+    try:
+        named = _stages(args, config, warm)
+        progress.say(f"{args.command}: starting Spark")
+        spark = session or build_session(config.spark)
+        progress.spark = spark
+        warehouse = Warehouse(spark, args.warehouse, config.sink.format)
+        incremental = None
+        mode = None
+        if args.command == "audit":
+            mode = "incremental" if args.incremental else "full"
+            if args.incremental:
+                incremental = Incremental(
+                    tuple(args.inputs), prune=args.prune, reader=args.input_format
+                )
+        return run_job(
+            args.command,
+            [stage for _, stage in named],
+            stage_names=[name for name, _ in named],
+            spark=spark,
+            config=config,
+            warehouse=warehouse,
+            started=progress.started,
+            ended=progress.ended,
+            incremental=incremental,
+            mode=mode,
+        )
+    finally:
+        if warm is not None:
+            warm.close()
+
+
+def _start_warm_up(
+    args: argparse.Namespace,
+    config: Config,
+    stage_names: Sequence[str],
+    session: SparkSession | None,
+) -> WarmUp | None:
+    """Start compiling what the stages need (`app/warmup.py`), for a job that starts its
+    own local Spark: a given session's caller (the tests) warms up its own way, and under
+    spark-submit the workers may be elsewhere."""
+    master = config.spark.master or ""
+    if session is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    if not master.startswith("local"):
+        return None
+    protocols = replay_request(args, config).protocols if "replay" in stage_names else ()
+    return start_warm_up(stage_names, protocols)
 
 
 def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:

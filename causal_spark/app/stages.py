@@ -192,8 +192,11 @@ def _clock_mismatches(context: StageContext) -> DataFrame | None:
     return context.table(tables.CLOCK_MISMATCHES) if known else None
 
 
-def replay_stage(request: ReplayRequest) -> Stage:
-    """Stage `protocol_runs` and `deliveries`: every trace replayed under each protocol (§4)."""
+def replay_stage(request: ReplayRequest, compiled: bool = False) -> Stage:
+    """Stage `protocol_runs` and `deliveries`: every trace replayed under each protocol (§4).
+
+    `compiled`: the job's warm-up (`app/warmup.py`) compiles the protocols' loops, so
+    the stage does not."""
 
     def run(context: StageContext) -> None:
         context.derive_from(tables.EVENTS, tables.MESSAGES, tables.TRACE_CLOCKS)
@@ -202,7 +205,8 @@ def replay_stage(request: ReplayRequest) -> Stage:
             context.table(tables.MESSAGES),
             context.table(tables.TRACE_CLOCKS),
         )
-        if (programs.sparkSession.conf.get("spark.master", "") or "").startswith("local"):
+        master = programs.sparkSession.conf.get("spark.master", "") or ""
+        if not compiled and master.startswith("local"):
             # Python workers here share this machine's Numba cache: compile the loop once,
             # protocols side by side, rather than in every worker (executors elsewhere
             # compile on their first group)

@@ -16,9 +16,16 @@ from __future__ import annotations
 
 import os
 import zlib
+from types import ModuleType
 from typing import Any
 
 from numba.core import caching
+
+fcntl: ModuleType | None
+try:
+    import fcntl
+except ImportError:  # Windows has none: saves there stay unlocked, as in Numba itself
+    fcntl = None
 
 # the Numba whose caching internals this module was written against
 NUMBA_VERSION = "0.68.1"
@@ -83,3 +90,34 @@ class _WingStampedLocator:
 _LOCATORS: list[Any] = caching.CacheImpl._locator_classes
 if _WingStampedLocator not in _LOCATORS:
     _LOCATORS.insert(0, _WingStampedLocator)
+
+
+def _locked(save: Any, lock: ModuleType) -> Any:
+    """`IndexDataCacheFile.save` under an exclusive lock of its cache folder.
+
+    Numba's save reads a function's index, adds an entry and writes the index back;
+    two processes compiling different signatures of one function at once (the
+    warm-up's side-by-side protocols, which all add an entry to `run_loop`'s index)
+    can lose an entry, or give two entries the same data file. The lock makes the
+    read-modify-write one step; loads stay unlocked (the index is replaced
+    atomically)."""
+
+    def locked_save(self: Any, key: Any, data: Any) -> Any:
+        try:
+            folder = os.open(self._cache_path, os.O_RDONLY)
+        except OSError:  # no folder yet: Numba creates it on save, unlocked as before
+            return save(self, key, data)
+        try:
+            lock.flock(folder, lock.LOCK_EX)
+            return save(self, key, data)
+        finally:
+            os.close(folder)  # closing releases the lock
+
+    locked_save.__wrapped__ = save  # type: ignore[attr-defined]
+    return locked_save
+
+
+if fcntl is not None and not hasattr(caching.IndexDataCacheFile.save, "__wrapped__"):
+    caching.IndexDataCacheFile.save = _locked(  # type: ignore[method-assign]
+        caching.IndexDataCacheFile.save, fcntl
+    )

@@ -6,8 +6,9 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
+from numba import types
 
-from causal_spark.replay.layout import CompiledTrace, layout
+from causal_spark.replay.layout import CompiledTrace, _in_flight, layout
 from causal_spark.replay.run import replay_compiled
 
 
@@ -26,6 +27,12 @@ def _tiny_trace() -> CompiledTrace:
     )
 
 
+def compile_layout() -> None:
+    """Compile what the adapter calls besides `layout` and the loop: the size guard's count
+    of copies in flight (`LayoutBuilder.in_flight`, over sorted float64 times)."""
+    _in_flight.compile((types.float64[::1], types.float64[::1]))
+
+
 def compile_protocol(name: str) -> str:
     """Compile (or load from the disk cache) the loop for protocol `name`; returns the name."""
     trace = _tiny_trace()
@@ -37,28 +44,38 @@ def compile_protocol(name: str) -> str:
 def warm_up(names: Sequence[str], processes: int | None = None) -> None:
     """Compile the loop for `names` into the disk cache, protocols side by side in processes.
 
-    A cold compile takes 10-30 s per protocol. Python workers on this machine
-    (Spark local mode, the tests) then load the cached code in well under a
-    second instead of each compiling every protocol it meets. Executors on
-    other machines compile (once per machine) on their first group. With a
-    warm cache this only loads the code here (about 0.3 s per protocol).
+    A cold compile takes 10-15 s for the first protocol in a process (most of it
+    the code every protocol shares) and about 5 s for each further one. So the
+    first protocol compiles here, and the rest in `processes` (default: one per
+    core) children that start with the shared code compiled: forked from this
+    process when it runs no other thread, else (a driver holding a JVM, whose
+    threads a fork would not carry) spawned, each compiling the shared code
+    again. `cache.py` serialises the cache's index writes, so side-by-side
+    compiles lose no entry. Python workers on this machine (Spark local mode,
+    the tests) then load the code in well under a second per protocol; executors
+    on other machines compile (once per machine) on their first group. With a
+    warm cache this only loads them, here (about 0.3 s each).
     """
     import concurrent.futures
     import multiprocessing
+    import threading
     import time
 
     if not names:
         return
     began = time.perf_counter()
+    compile_layout()
     compile_protocol(names[0])
     rest = list(names[1:])
+    if time.perf_counter() - began < _CACHED_LOAD_SECONDS:
+        for name in rest:  # a warm cache: load them here (or compile one not cached yet)
+            compile_protocol(name)
+        return
     workers = max(1, min(len(rest), processes or os.cpu_count() or 1))
-    if time.perf_counter() - began > _CACHED_LOAD_SECONDS and workers > 1:
-        context = multiprocessing.get_context("spawn")  # no fork of a process holding a JVM
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            list(pool.map(compile_protocol, rest))
-    for name in rest:  # load here (and recompile what a racing cache-index write lost)
-        compile_protocol(name)
+    alone = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if alone else "spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        list(pool.map(compile_protocol, rest))
 
 
 # loading one protocol's loop from a warm cache takes a fraction of this; compiling, 10 s+

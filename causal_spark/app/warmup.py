@@ -1,0 +1,162 @@
+"""Compiling the Numba code a job will need while the job starts (docs/replay.md, "The first run").
+
+On a machine whose Numba cache is cold, the clocks and detect kernels and the
+replay loop of each protocol compile on first use: inside Spark's Python
+workers, each worker for itself, one stage after the other. `start_warm_up`
+starts one process, before the Spark session, that compiles what the job's
+stages will call (only the protocols the job replays) into the disk cache, in
+the order the stages need it, while the JVM starts and ingest runs; `waiting`
+wraps a stage so that it first waits for its part (the workers then load the
+code instead of compiling it). With a warm cache the process only loads, about
+a second per part. Only for a local master: executors on other machines have
+their own cache and compile on first use.
+
+The process reports each part on its stdout (`done clocks 4.2`, ...). If it
+fails, its traceback goes to the job's stderr and the stages no longer wait:
+they compile what they need themselves, as without a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the warm-up process itself loads no Spark
+    from causal_spark.app.runs import Stage, StageContext
+
+log = logging.getLogger(__name__)
+
+CLOCKS, DETECT, REPLAY = "clocks", "detect", "replay"
+# the parts in the order the stages need them
+PARTS = (CLOCKS, DETECT, REPLAY)
+
+
+class WarmUp:
+    """The warm-up process of a job: which of its parts are done."""
+
+    def __init__(self, parts: Sequence[str], process: subprocess.Popen[str]) -> None:
+        self.parts = tuple(parts)
+        self._process = process
+        self._done = {part: threading.Event() for part in self.parts}
+        self._reader = threading.Thread(target=self._read, name="warm-up", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            said = line.split()
+            if len(said) >= 2 and said[0] == "done" and said[1] in self._done:
+                log.info("warm-up: %s", line.strip())
+                self._done[said[1]].set()
+        for event in self._done.values():  # the process ended: nothing more to wait for
+            event.set()
+
+    def wait(self, part: str) -> float:
+        """Wait until `part` is compiled (or the process gave up on it); the seconds waited."""
+        if part not in self._done:
+            return 0.0
+        began = time.monotonic()
+        self._done[part].wait()
+        waited = time.monotonic() - began
+        log.info("warm-up: waited %.1f s for %s", waited, part)
+        return waited
+
+    def close(self) -> None:
+        """End the process and its children if they still run (a job that failed, or
+        needed less than planned)."""
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # it ended in between
+                os.killpg(self._process.pid, signal.SIGTERM)  # its own group: start_warm_up
+        self._process.wait()
+        self._reader.join(timeout=5)
+
+
+def start_warm_up(stage_names: Sequence[str], protocols: Sequence[str]) -> WarmUp | None:
+    """Start compiling what stages `stage_names` need (replay: `protocols`) in a process of
+    its own; None when they need nothing compiled."""
+    parts = [part for part in PARTS if part in stage_names]  # a part is named as its stage
+    if REPLAY in parts and not protocols:
+        parts.remove(REPLAY)
+    if not parts:
+        return None
+    command = [sys.executable, "-m", "causal_spark.app.warmup", "--parts", ",".join(parts)]
+    if REPLAY in parts:
+        command += ["--protocols", ",".join(protocols)]
+    # a group of its own, so that `close` ends the children it forks with it
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True
+    )
+    return WarmUp(parts, process)
+
+
+def waiting(stage: Stage, warm_up: WarmUp, part: str) -> Stage:
+    """`stage`, first waiting for `warm_up`'s `part`."""
+
+    def run(context: StageContext) -> None:
+        warm_up.wait(part)
+        stage(context)
+
+    return run
+
+
+def _compile(part: str, protocols: Sequence[str]) -> None:
+    if part == CLOCKS:
+        from causal_spark.clocks.warmup import compile_kernels
+
+        compile_kernels()
+    elif part == DETECT:
+        from causal_spark.anomalies.warmup import compile_kernels as compile_detect
+
+        compile_detect()
+    else:
+        from causal_spark.replay.warmup import warm_up
+
+        warm_up(protocols)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The warm-up process: compile each part in order, say `done <part> <seconds>` after
+    each. The replay part (the largest: 10-15 s for the first protocol, about 5 s for each
+    further one) starts at once, beside the others, in a forked child."""
+    parser = argparse.ArgumentParser(prog="python -m causal_spark.app.warmup")
+    parser.add_argument("--parts", required=True)
+    parser.add_argument("--protocols", default="")
+    args = parser.parse_args(argv)
+    parts = args.parts.split(",")
+    protocols = [name for name in args.protocols.split(",") if name]
+    early = [part for part in parts if part != REPLAY]
+    if REPLAY not in parts or not early or not hasattr(os, "fork"):
+        _run(parts, protocols)
+        return 0
+    child = os.fork()  # this process runs no thread yet: a fork is safe
+    if child == 0:
+        code = 1
+        try:
+            _run(early, protocols)
+            code = 0
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    _run([REPLAY], protocols)
+    _, status = os.waitpid(child, 0)
+    return 0 if os.waitstatus_to_exitcode(status) == 0 else 1
+
+
+def _run(parts: Sequence[str], protocols: Sequence[str]) -> None:
+    for part in parts:
+        began = time.monotonic()
+        _compile(part, protocols)
+        print(f"done {part} {time.monotonic() - began:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

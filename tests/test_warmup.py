@@ -1,0 +1,164 @@
+"""The job's warm-up (`app/warmup.py`): what it compiles, how stages wait, the cache's lock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from causal_spark.app.warmup import WarmUp
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# In a fresh process: the warm-up's clocks and detect parts, then the functions the stages'
+# UDFs call, on random traces; prints the signatures those calls added to any kernel of
+# the two packages (each one a compile a Spark worker would make after the warm-up).
+_KERNELS_COVER = """
+import json, random
+import numpy as np
+from numba.core.dispatcher import Dispatcher
+from causal_spark.app.warmup import main
+from causal_spark.anomalies import crown_kernel as CK, kernel as K, slab_kernel
+from causal_spark.clocks import components, kernel, units_kernel
+from causal_spark.clocks.kernel import cycle_witness
+from causal_spark.clocks.per_trace import _batch_clocks
+from tests.random_traces import brute_clocks, random_trace
+from tests.test_clocks import _batch_tables, _cyclic_trace
+
+MODULES = (kernel, units_kernel, components, K, CK, slab_kernel)
+
+def signatures():
+    return {
+        f"{m.__name__}.{name}": {str(s) for s in d.signatures}
+        for m in MODULES for name, d in vars(m).items() if isinstance(d, Dispatcher)
+    }
+
+main(["--parts", "clocks,detect"])
+before = signatures()
+rng = random.Random(19)
+traces = [random_trace(rng, f"t{i}", rng.randint(2, 5), rng.randint(10, 60)) for i in range(6)]
+_batch_clocks(*_batch_tables([*traces, _cyclic_trace()]))
+cyclic = _cyclic_trace()
+cycle_witness(
+    [e["pidx"] for e in cyclic.events], [e["lseq"] for e in cyclic.events],
+    [-1, 1, -1, 0], [-1, 2, -1, 2], 2,
+)
+for t in traces:
+    clocks = brute_clocks(t)
+    index = {p: i for i, p in enumerate(t.processes)}
+    msgs = t.delivered()
+    n = len(index)
+    for d in t.processes:
+        rows = sorted((m for m in msgs if m.dst == d), key=lambda m: m.recv_lseq)
+        if rows:
+            K.overtaking(
+                index[d], [index[m.src] for m in rows], [m.send_lseq for m in rows],
+                np.array([clocks[(d, m.recv_lseq)][1] for m in rows]),
+                [clocks[(m.src, m.send_lseq)][1][index[d]] for m in rows],
+            )
+    src, dst = [index[m.src] for m in msgs], [index[m.dst] for m in msgs]
+    send, recv = [m.send_lseq for m in msgs], [m.recv_lseq for m in msgs]
+    channels = K.channels(n, src, dst, send, recv)
+    K.shortest_chains(channels, src, src[:3], send[:3], dst[:3], recv[:3])
+    found = CK.crown_components(n, src, send, dst, recv, 10**6)
+    for c in range(found.n_components):
+        crown = found.crown[found.crown_start[c] : found.crown_start[c + 1]]
+        CK.is_crown(channels, src, send, dst, recv, crown)
+after = signatures()
+print(json.dumps({k: sorted(after[k] - before.get(k, set())) for k in after
+                  if after[k] - before.get(k, set())}))
+"""
+
+
+def test_the_warm_up_compiles_every_kernel_the_clocks_and_detect_functions_call() -> None:
+    """After the warm-up's clocks and detect parts, the functions the stages call compile
+    nothing more: no kernel of either package gains a signature (in a fresh process, so
+    no other test's calls count)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _KERNELS_COVER],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout.splitlines()
+    assert [line.split()[:2] for line in out[:2]] == [["done", "clocks"], ["done", "detect"]]
+    assert json.loads(out[-1]) == {}
+
+
+def _warm_up_of(script: str, parts: tuple[str, ...]) -> WarmUp:
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    return WarmUp(parts, process)
+
+
+def test_a_stage_waits_for_its_part_and_no_longer() -> None:
+    """`wait` returns when the process says the part is done, not when the process ends;
+    a part the warm-up does not hold is not waited for."""
+    warm = _warm_up_of(
+        """
+        import time
+        print("done clocks 0.0", flush=True)
+        time.sleep(30)
+        print("done detect 30.0", flush=True)
+        """,
+        ("clocks", "detect"),
+    )
+    began = time.monotonic()
+    warm.wait("clocks")
+    warm.wait("replay")
+    assert time.monotonic() - began < 20
+    warm.close()  # ends the process that still sleeps
+    assert warm.wait("detect") < 5
+
+
+def test_a_failed_warm_up_leaves_the_stages_to_compile() -> None:
+    """A warm-up process that dies before a part is done releases every stage waiting."""
+    warm = _warm_up_of("raise SystemExit(3)", ("clocks", "replay"))
+    began = time.monotonic()
+    warm.wait("replay")
+    assert time.monotonic() - began < 20
+    warm.close()
+
+
+# Processes saving entries to one Numba cache index at once (as the warm-up's side-by-side
+# protocols all add theirs to run_loop's); prints how many entries the index kept.
+_CONCURRENT_SAVES = """
+import multiprocessing, sys
+from numba.core.caching import IndexDataCacheFile
+if sys.argv[2] == "locked":
+    import causal_spark.replay.cache  # noqa: F401
+
+def save(worker):
+    cache = IndexDataCacheFile(sys.argv[1], "f", "stamp")
+    for i in range(40):
+        cache.save(f"{worker}-{i}", b"x" * 100)
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        pool.map(save, range(4))
+    index = IndexDataCacheFile(sys.argv[1], "f", "stamp")._load_index()
+    print(len(index), len(set(index.values())))
+"""
+
+
+def test_side_by_side_compiles_keep_every_cache_entry(tmp_path: Path) -> None:
+    """Four processes add 40 entries each to one index at once: with `cache.py`'s lock all
+    160 stay, each with its own data file (without it, Numba's read-modify-write of the
+    index loses entries)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _CONCURRENT_SAVES, str(tmp_path), "locked"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.split()
+    assert out == ["160", "160"]
