@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
+from causal_spark.replay.memory import give_back
 from causal_spark.replay.model import (
     EXTERNAL,
     INTERNAL,
@@ -62,6 +63,7 @@ PIDX, LSEQ, KIND, TS, LAMPORT, PEER, PEER_LSEQ, MSG_ID, PROCESS = (
 )  # fmt: skip
 _KINDS = pa.array(sorted(KIND_CODES, key=KIND_CODES.__getitem__))
 _INT32 = np.iinfo(np.int32).max
+_GIVE_BACK_EVERY = 64  # batches added between two `give_back`s (well under 1 ms each)
 
 
 class MessageIds:
@@ -139,6 +141,12 @@ class CompiledTrace:
 
     def events_of(self, p: int) -> range:
         return range(int(self.layout.ev_start[p]), int(self.layout.ev_start[p + 1]))
+
+    def counter_type(self) -> Any:
+        """int32 when every count or clock a protocol keeps fits (each counts events of the
+        replay: < events + 5 per copy, its arrival, skeen's proposal and final), else int64."""
+        bound = int(self.layout.ev_start[-1]) + 5 * self.messages + 1
+        return np.int32 if bound < _INT32 else np.int64
 
 
 class _Chunk(NamedTuple):
@@ -272,6 +280,8 @@ class LayoutBuilder:
         )
         self.ids.append(ids)
         self.rows += len(pidx)
+        if len(self.chunks) % _GIVE_BACK_EVERY == 0:
+            give_back()  # the decoded batches' garbage, between the chunks kept
 
     @property
     def n(self) -> int:
@@ -288,13 +298,14 @@ class LayoutBuilder:
             raise self._first_error(names)
         ev_start = np.zeros(n + 1, np.int64)
         np.cumsum(lengths, out=ev_start[1:])
+        give_back()  # what decoding the batches left free, before the layout's arrays
         kind = np.full(events, -1, np.int8)
         lamport = np.zeros(events, np.int32)
         etime = np.zeros(events, np.float64)
         take = np.full(events, -1, np.int32)
         count = np.zeros(events + 1, np.int32)  # copies per event, then copy_start
         orphans = 0
-        for c in self.chunks:
+        for i, c in enumerate(self.chunks):
             error, found = _place_events(
                 c.p, c.lseq, c.kind, c.ts, c.lamport, c.plseq, ev_start, kind, lamport, etime,
                 count,
@@ -302,6 +313,9 @@ class LayoutBuilder:
             if error:
                 raise self._first_error(names)
             orphans += found
+            # placed: only `_first_error` reads chunks from here on, not these (12 B a row)
+            self.chunks[i] = c._replace(ts=_NO_TIMES, lamport=_NO_CLOCKS)
+        give_back()
         if events and kind.min() < 0:  # an lseq no row has: a jump
             raise self._first_error(names)
         copy_start = count
@@ -339,6 +353,7 @@ class LayoutBuilder:
         chunks, ids = self.chunks, self.ids
         self.chunks, self.ids = [], []  # the rows are laid out: let them go
         del chunks
+        give_back()
         if not self.timed:
             etime[:] = lamport
         start = float(etime.min()) if events else 0.0
@@ -375,6 +390,10 @@ class LayoutBuilder:
 
     def _first_error(self, names: list[str]) -> TraceShapeError:
         return first_error(self.trace_id, names, self.chunks, self.odd)
+
+
+_NO_TIMES = np.empty(0, np.float64)
+_NO_CLOCKS = np.empty(0, np.int32)
 
 
 def _ints(column: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -35,8 +35,11 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
     """The state of a run over `trace` with parsed `params`, and why the protocol cannot
     run the trace (None when it can)."""
     n = trace.n
+    count = trace.counter_type()  # entries count messages
     state = State(
-        np.zeros((n, n, n), np.int64), new_pool(n * n), np.full(trace.messages, -1, np.int32)
+        np.zeros((n, n, n), count),
+        new_pool(n * n, dtype=count),
+        np.full(trace.messages, -1, np.int32),
     )
     return state, None
 

@@ -66,13 +66,14 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
     n = trace.n
     k = params["k"]  # None, or an integer of at least 2 (the spec parses it)
     threshold = k if isinstance(k, int) else n + 1
+    count = trace.counter_type()  # M's entries and DELIV count messages
     state = State(
         np.array([threshold], np.int64),
-        np.zeros((n, n, n), np.int64),
+        np.zeros((n, n, n), count),
         np.zeros(n, np.int64),
         np.zeros(n * n, np.int64),
-        np.zeros(n * n, np.int64),
-        new_pool(2 * n * n),
+        np.zeros(n * n, count),
+        new_pool(2 * n * n, dtype=count),
         np.full(trace.messages, -1, np.int32),
         new_pool(n + 2),
         np.full(n, -1, np.int64),

@@ -55,11 +55,12 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
     """The state of a run over `trace` with parsed `params`, and why the protocol cannot
     run the trace (None when it can)."""
     n = trace.n
+    count = trace.counter_type()  # vector times count sends and deliveries
     state = State(
-        np.zeros((n, n), np.int64),
-        np.zeros((n, n), np.int64),
-        np.zeros((n, n, n), np.int64),
-        new_pool(3 * n + n * n),
+        np.zeros((n, n), count),
+        np.zeros((n, n), count),
+        np.zeros((n, n, n), count),
+        new_pool(3 * n + n * n, dtype=count),
         np.full(trace.messages, -1, np.int32),
     )
     return state, None

@@ -41,13 +41,15 @@ SPEC = SPECS["skeen"]
 #
 # A group (sender, send lseq) is its send event e = send_event(lay, m); events are laid out
 # by process then lseq, so ordering by e is ordering by (sender, lseq). State: clock[p];
-# per copy stamp[m] (the send timestamp), entry[m] (its timestamp at its destination: the
-# proposal, then the final) and final[m]; per send event, at the index of its first copy
-# g = copy_start[e], need[g] (its copies to processes), got[g] and best[g] (proposals
-# received, their maximum). p's entries are the copies arrived and not delivered at p: the
-# pending list without orphans' messages.
+# per copy entry[m] (its send timestamp until it arrives, then its timestamp at its
+# destination: the proposal, then the final; the send timestamp is read only on arrival)
+# and final[m]; per send event, at the index of its first copy g = copy_start[e], left[g]
+# (its copies to processes whose proposal has not come) and best[g] (the largest proposal
+# so far, 0 before the first: proposals are >= 1). p's entries are the copies arrived and
+# not delivered at p: the pending list without orphans' messages. Per-copy values are int32
+# when every clock fits (`CompiledTrace.counter_type`): 13 bytes a copy instead of 33.
 
-State = namedtuple("State", "clock stamp entry final need got best")
+State = namedtuple("State", "clock entry final left best")
 _PROPOSE, _FINAL = 0, 1
 
 
@@ -55,14 +57,13 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
     """The state of a run over `trace` with parsed `params`, and why the protocol cannot
     run the trace (None when it can)."""
     count = trace.messages
+    clock = trace.counter_type()  # each tick is one event of the replay
     state = State(
         np.zeros(trace.n, np.int64),
-        np.zeros(count, np.int64),
-        np.zeros(count, np.int64),
+        np.zeros(count, clock),
         np.zeros(count, np.int8),
         np.zeros(count, np.int32),
-        np.zeros(count, np.int32),
-        np.zeros(count, np.int64),
+        np.zeros(count, clock),
     )
     return state, None
 
@@ -71,10 +72,10 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     st.clock[p] += 1
     g = lay.copy_start[send_event(lay, own[0])]
-    st.need[g] = len(own)
-    st.got[g] = 0
+    st.left[g] = len(own)
+    st.best[g] = 0
     for m in own:
-        st.stamp[m] = st.clock[p]
+        st.entry[m] = st.clock[p]
         post(eng, lay, m, p, t, 1)
     return True
 
@@ -88,10 +89,10 @@ def _finalised(st, m, final):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def _proposed(st, eng, lay, e, proposal, t):  # type: ignore[no-untyped-def]
     g = lay.copy_start[e]
-    if st.got[g] == 0 or proposal > st.best[g]:
+    if proposal > st.best[g]:
         st.best[g] = proposal
-    st.got[g] += 1
-    if st.got[g] < st.need[g]:
+    st.left[g] -= 1
+    if st.left[g] > 0:
         return
     final = st.best[g]
     ticked = False
@@ -110,7 +111,7 @@ def _proposed(st, eng, lay, e, proposal, t):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def c_arrived(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
-    st.clock[p] = max(st.clock[p], st.stamp[m]) + 1
+    st.clock[p] = max(st.clock[p], st.entry[m]) + 1  # entry: the send timestamp until now
     st.entry[m] = st.clock[p]
     st.final[m] = 0
     e = send_event(lay, m)
