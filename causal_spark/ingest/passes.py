@@ -48,8 +48,10 @@ def run_pass(
     shown: Sequence[str],
     partitions: int,
 ) -> PassResult:
-    """Steps 2 and 3 over `typed` (`rows_kernel.TYPED` columns), in two jobs: step 2 after
-    one shuffle, writing its message rows in `partitions` buckets; step 3, a task a bucket.
+    """Steps 2 and 3 over `typed` (`rows_kernel.TYPED` columns), in three jobs and no
+    shuffle: the typed rows written in `partitions` buckets by (trace, process) where they
+    are read; step 2, a task a bucket, writing its message rows in `partitions` buckets
+    by (trace, msg_id); step 3, a task a bucket.
 
     later: rows a later step rejected (`rows_kernel.TYPED` markers), from an earlier pass;
     mixed_files: files where some rows give `seq` and others do not.
@@ -57,16 +59,15 @@ def run_pass(
     rows = typed if later is None else typed.unionByName(later)
     spark = rows.sparkSession
     partitions = max(partitions, shuffle_partitions(spark))
-    carried = pa.Table.from_pylist(
-        [
-            r.asDict()
-            for r in rows.repartition(partitions, C.TRACE_ID, R.PPROC)
-            .mapInArrow(
-                tasks.by_process(files, mixed_files, partitions), tasks.spark_ddl(tasks.CARRIED)
-            )
-            .collect()
-        ],
-        schema=tasks.CARRIED,
+    split = _collect(
+        rows.mapInArrow(tasks.split_rows(files, partitions), tasks.spark_ddl(tasks.CARRIED))
+    )
+    typed_work = tasks.typed_work(split, partitions)
+    carried = _collect(
+        spark.range(0, partitions, 1, partitions).mapInArrow(
+            tasks.by_process(files, mixed_files, typed_work, partitions),
+            tasks.spark_ddl(tasks.CARRIED),
+        )
     )
     result = PassResult()
     for role, path in zip(carried[tasks.ROLE].to_pylist(), carried[tasks.PATH].to_pylist(),
@@ -94,6 +95,10 @@ def run_pass(
         for name in tasks.COUNTS:
             result.counts[name] += int(row[name] or 0)
     return result
+
+
+def _collect(carriers: DataFrame) -> pa.Table:
+    return pa.Table.from_pylist([r.asDict() for r in carriers.collect()], schema=tasks.CARRIED)
 
 
 def markers(frame: DataFrame) -> DataFrame:

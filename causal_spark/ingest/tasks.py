@@ -41,7 +41,11 @@ from causal_spark.sinks import FileWriter
 ROLE = "role"
 PATH = "path"
 BUCKET = "bucket"
-ENDS_FILE, EVENTS_FILE, REJECTS_FILE, FACTS_FILE = range(4)
+ENDS_FILE, EVENTS_FILE, REJECTS_FILE, FACTS_FILE, TYPED_FILE = range(5)
+# step 1's rows go to step 2 by these keys (the process, or a spread key for rejected rows)
+SPLIT_KEYS = (C.TRACE_ID, R.PPROC)
+# typed rows one step-1 task buckets at a time (each bucket of each is one file)
+ROWS_PER_SPLIT = 2_000_000
 
 # what step 2 returns: a carrier of each file it wrote (with its bucket, for ends files)
 CARRIED = pa.schema([(ROLE, pa.int8()), (PATH, pa.string()), (BUCKET, pa.int32())])
@@ -146,37 +150,105 @@ def _carrier(role: int, path: str, bucket: int = -1) -> pa.RecordBatch:
     )
 
 
-def by_process(
-    files: PassFiles, mixed_files: Collection[int], buckets: int
+def _write_buckets(
+    folder: str, rows: pa.Table, keys: Sequence[str], buckets: int
+) -> Iterator[tuple[int, str]]:
+    """`rows` split into `buckets` buckets by their `keys` (`rows_kernel.buckets_of`), each
+    non-empty one an Arrow file under `folder`/bucket: (bucket, path) of each."""
+    if rows.num_rows == 0:
+        return
+    bucket = R.buckets_of([rows[k] for k in keys], buckets)
+    order = np.argsort(bucket, kind="stable")
+    grouped = R.take_rows(rows, order)
+    bounds = np.searchsorted(bucket[order], np.arange(buckets + 1))
+    for b in range(buckets):
+        if bounds[b + 1] > bounds[b]:
+            part = grouped.slice(int(bounds[b]), int(bounds[b + 1] - bounds[b]))
+            yield b, write_scratch(os.path.join(folder, f"{b:05d}"), part, arrow=True)
+
+
+def _chunks(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
+    """The batches as tables of about ROWS_PER_SPLIT rows (the last one shorter)."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows:
+            held.append(batch)
+            count += batch.num_rows
+        if count >= ROWS_PER_SPLIT:
+            yield pa.Table.from_batches(held).cast(schema)
+            held, count = [], 0
+    if held:
+        yield pa.Table.from_batches(held).cast(schema)
+
+
+def split_rows(
+    files: PassFiles, buckets: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Step 2 as a `mapInArrow` function over (trace, process)-partitioned typed rows; its
-    message rows go to `buckets` buckets of files by (trace, msg_id)."""
+    """Step 1's typed rows (a `mapInArrow` function where they are read) written in
+    `buckets` buckets of files by (trace, pproc): step 2 takes one bucket a task. It
+    stands for a shuffle whose rows would cross into the JVM's row format and back."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for chunk in _chunks(batches, R.TYPED):
+            for b, path in _write_buckets(files.folder("typed"), chunk, SPLIT_KEYS, buckets):
+                yield _carrier(TYPED_FILE, path, b)
+
+    return run
+
+
+def by_process(
+    files: PassFiles, mixed_files: Collection[int], work: Sequence[tuple[str, ...]], buckets: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Step 2 as a `mapInArrow` function over task numbers (`work`'s index: the typed
+    files of one (trace, pproc) bucket); its message rows go to `buckets` buckets of
+    files by (trace, msg_id)."""
     mixed = frozenset(mixed_files)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        judged = K.judge_events(_gather(batches, R.TYPED), mixed)
-        if judged.procs.num_rows:
-            write_scratch(files.folder("procs"), judged.procs)
-        for start in range(0, judged.events.num_rows, EVENTS_PER_FILE):
-            chunk = judged.events.slice(start, EVENTS_PER_FILE)
-            yield _carrier(EVENTS_FILE, write_scratch(files.folder("events"), chunk, arrow=True))
-        if judged.rejects.num_rows:
-            yield _carrier(REJECTS_FILE, write_scratch(files.folder("rejects"), judged.rejects))
-        if judged.facts.num_rows:
-            yield _carrier(FACTS_FILE, write_scratch(files.folder("facts"), judged.facts))
-        ends = judged.ends.cast(R.ENDS)
-        if ends.num_rows:
-            bucket = R.buckets_of([ends[C.TRACE_ID], ends[C.MSG_ID]], buckets)
-            order = np.argsort(bucket, kind="stable")
-            grouped = R.take_rows(ends, order)
-            bounds = np.searchsorted(bucket[order], np.arange(buckets + 1))
-            for b in range(buckets):
-                if bounds[b + 1] > bounds[b]:
-                    part = grouped.slice(int(bounds[b]), int(bounds[b + 1] - bounds[b]))
-                    path = write_scratch(files.folder(f"ends/{b:05d}"), part, arrow=True)
-                    yield _carrier(ENDS_FILE, path, b)
+        numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
+        for number in numbers:
+            paths = work[number]
+            typed = (
+                pa.concat_tables([read_arrow_scratch(p, R.TYPED) for p in paths])
+                if paths
+                else R.TYPED.empty_table()
+            )
+            yield from _step2(files, mixed, typed, buckets)
 
     return run
+
+
+def _step2(
+    files: PassFiles, mixed: frozenset[int], typed: pa.Table, buckets: int
+) -> Iterator[pa.RecordBatch]:
+    judged = K.judge_events(typed, mixed)
+    if judged.procs.num_rows:
+        write_scratch(files.folder("procs"), judged.procs)
+    for start in range(0, judged.events.num_rows, EVENTS_PER_FILE):
+        chunk = judged.events.slice(start, EVENTS_PER_FILE)
+        yield _carrier(EVENTS_FILE, write_scratch(files.folder("events"), chunk, arrow=True))
+    if judged.rejects.num_rows:
+        yield _carrier(REJECTS_FILE, write_scratch(files.folder("rejects"), judged.rejects))
+    if judged.facts.num_rows:
+        yield _carrier(FACTS_FILE, write_scratch(files.folder("facts"), judged.facts))
+    ends = judged.ends.cast(R.ENDS)
+    for b, path in _write_buckets(files.folder("ends"), ends, (C.TRACE_ID, C.MSG_ID), buckets):
+        yield _carrier(ENDS_FILE, path, b)
+
+
+def typed_work(carried: pa.Table, buckets: int) -> list[tuple[str, ...]]:
+    """Step 2's tasks from step 1's carriers: task b takes bucket b's typed files."""
+    found: list[list[str]] = [[] for _ in range(buckets)]
+    for r, p, b in zip(
+        carried[ROLE].to_pylist(),
+        carried[PATH].to_pylist(),
+        carried[BUCKET].to_pylist(),
+        strict=True,
+    ):
+        if r == TYPED_FILE:
+            found[b].append(p)
+    return [tuple(sorted(paths)) for paths in found]
 
 
 @dataclass(frozen=True)
