@@ -293,9 +293,17 @@ _PRIME = np.uint64(1099511628211)  # FNV-1's 64-bit prime
 
 def string_hashes(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """A 64-bit hash of each string's UTF-8 bytes (a polynomial in the FNV prime, wrapping),
-    the same in every process; null hashes as "". Vectorised over the bytes: no loop."""
+    the same in every process; null hashes as "". Each distinct value is hashed once
+    (keys repeat: a trace id on every row), vectorised over its bytes: no loop."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
+    codes, distinct = encoded(values)
+    hashes = np.append(_hash_bytes(distinct), np.uint64(0))  # code -1 (null): the last
+    out: np.ndarray = hashes[codes]
+    return out
+
+
+def _hash_bytes(values: pa.Array) -> np.ndarray:
     values = pc.fill_null(values.cast(pa.large_string()), "")
     n = len(values)
     out = np.zeros(n, dtype=np.uint64)
