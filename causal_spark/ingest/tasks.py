@@ -1,24 +1,25 @@
 """The task side of one ingest pass: the two kernels as Spark map functions, and their files.
 
-A pass is two Spark jobs (`ingest.passes`), the second over the files of the first:
+A pass is three Spark jobs (`ingest.passes`), each over the files of the one before:
 
-- `by_process` (step 2, after the one shuffle: rows by (trace, process)) runs
-  `kernel.judge_events` over a task's rows, writes its events (without pidx), its
-  rejected rows, per-file facts and its processes to the pass's scratch folder, and its
-  send and receive rows there too, split into buckets by (trace, msg_id)
-  (`rows_kernel.buckets_of`: the same key, the same bucket, in every task). It returns
-  one *carrier* row per file it wrote;
+- `split_rows` (step 1's end, where the rows are read and typed) writes the typed rows
+  in buckets by (trace, pproc) (`rows_kernel.buckets_of`: the same key, the same
+  bucket, in every task) and returns one *carrier* row per file it wrote;
+- `by_process` (step 2) runs one task per bucket: `kernel.judge_events` over the
+  bucket's rows, writing its events (without pidx), its rejected rows, per-file facts
+  and its processes to the pass's scratch folder, and its send and receive rows there
+  too, in buckets by (trace, msg_id). It returns a carrier row per file it wrote;
 - `by_message` (step 3) runs one task per bucket: `kernel.judge_messages` over the
   bucket's message rows (every task's files of that bucket), writing the `messages`
   files; then, for the events files the driver handed it, it numbers the processes
-  (pidx, from every task's processes: the first job is over, so they are all written)
+  (pidx, from every task's processes: step 2's job is over, so they are all written)
   and writes the `events` files. Its rejected rows and risky messages go to the scratch
   folder. It returns one row per file written, and counts.
 
-The message rows never cross into the JVM: no Arrow-to-row conversion, no shuffle of
-them. Only files named by a carrier (a task attempt that succeeded: Spark returns the
-rows of those only) or returned by step 3 are read; a failed attempt's files are never
-read, and the scratch folder goes when the ingest ends.
+After the scan no row crosses into the JVM: no Arrow-to-row conversion, no shuffle.
+Only files named by a carrier (a task attempt that succeeded: Spark returns the rows of
+those only) or returned by step 3 are read; a failed attempt's files are never read,
+and the scratch folder goes when the ingest ends.
 """
 
 from __future__ import annotations
