@@ -8,7 +8,14 @@ import pytest
 
 from causal_spark import columns as C
 from causal_spark.ingest import kernel
-from causal_spark.ingest.rows_kernel import PROCS, encoded, sort_order, values_at
+from causal_spark.ingest.rows_kernel import (
+    PROCS,
+    buckets_of,
+    encoded,
+    sort_order,
+    string_hashes,
+    values_at,
+)
 
 BIG = np.iinfo(np.int64)
 
@@ -84,3 +91,61 @@ def test_with_pidx_numbers_each_traces_processes_by_name(
         assert out[f"{column}_pidx"].to_pylist() == expected
         assert out[f"{column}_pidx"].type == pa.int32()
     assert kernel.with_pidx(rows, PROCS.empty_table(), [("a", "x")])["x"].null_count == 200
+
+
+def _hash_oracle(value: str | None) -> int:
+    """`string_hashes` of one string, byte by byte: sum of (byte + 1) * P^(i + 1), mod 2^64."""
+    total, power = 0, 1
+    for byte in (value or "").encode("utf-8"):
+        power = power * 1099511628211 % (1 << 64)
+        total = (total + (byte + 1) * power) % (1 << 64)
+    return total
+
+
+def _strings(rng: np.random.Generator, n: int) -> list[str | None]:
+    alphabet = ["a", "b", "Z", "0", "-", "é", "中", "\u0000", " "]
+    out: list[str | None] = []
+    for _ in range(n):
+        if rng.random() < 0.1:
+            out.append(None)
+        else:
+            out.append("".join(rng.choice(alphabet, int(rng.integers(0, 12)))))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_string_hashes_are_the_polynomial_of_the_bytes(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = _strings(rng, int(rng.integers(0, 200)))
+    cut = int(rng.integers(0, len(values) + 1))
+    # chunked, and a slice with an offset: the hash reads each string's own bytes
+    chunked = pa.chunked_array([pa.array(values[:cut], pa.string()), pa.array(values[cut:])])
+    expected = np.array([_hash_oracle(v) for v in values], dtype=np.uint64)
+    assert np.array_equal(string_hashes(chunked), expected)
+    assert np.array_equal(string_hashes(pa.array(values).slice(cut)), expected[cut:])
+
+
+def test_buckets_of_put_equal_keys_together_and_spread_the_rest() -> None:
+    rng = np.random.default_rng(11)
+    traces = [f"t{i}" for i in rng.integers(0, 3, 4000)]
+    msgs = [f"p{i % 64:02d}-{i}" for i in rng.integers(0, 1500, 4000)]
+    buckets = buckets_of([pa.array(traces), pa.array(msgs)], 8)
+    assert buckets.min() >= 0 and buckets.max() < 8
+    seen: dict[tuple[str, str], int] = {}
+    for key, bucket in zip(zip(traces, msgs, strict=True), buckets.tolist(), strict=True):
+        assert seen.setdefault(key, bucket) == bucket
+    # the same keys in another order, chunked otherwise: the same buckets
+    order = rng.permutation(4000)
+    again = buckets_of(
+        [
+            pa.chunked_array(
+                [pa.array([traces[i] for i in order[:7]]), pa.array([traces[i] for i in order[7:]])]
+            ),
+            pa.array([msgs[i] for i in order]),
+        ],
+        8,
+    )
+    assert np.array_equal(again, buckets[order])
+    distinct = {seen[k] for k in seen}
+    counts = np.bincount([seen[k] for k in seen], minlength=8)
+    assert distinct == set(range(8)) and counts.min() > len(seen) / 8 / 2

@@ -17,11 +17,12 @@ become quarantine rows with a reason code and a detail in words:
 "Earlier" and "first" are file order: files in the order they were found, then
 line. The rules apply in that order, each to the rows the earlier ones kept.
 
-How it runs: a *pass* is one Spark job (`passes.run_pass`) with two shuffles of
-narrow rows: step 1 types each row where it is read (`typed.type_rows`); step 2
-groups the rows by (trace, process) and step 3 the send and receive rows by
-(trace, msg_id), each task running a sorted NumPy kernel (`kernel`) and writing
-its `events` and `messages` files itself (`tasks`). Rules that a later step
+How it runs: a *pass* is three Spark jobs (`passes.run_pass`) and no shuffle:
+step 1 types each row where it is read (`typed.type_rows`) and writes the rows in
+buckets by (trace, process); step 2, a task a bucket, writes the send and receive
+rows in buckets by (trace, msg_id); step 3 takes a bucket a task. Rows go from one
+step to the next as Arrow files, each task running a sorted NumPy kernel
+(`kernel`) and writing its `events` and `messages` files itself (`tasks`). Rules that a later step
 applies change what an earlier one numbered: a row that step 3 rejects (or a row
 without `seq` in a file where others have one, known only once every row was
 seen) takes no place in its process. So when a pass finds such rows, another pass

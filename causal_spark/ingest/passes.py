@@ -48,37 +48,57 @@ def run_pass(
     shown: Sequence[str],
     partitions: int,
 ) -> PassResult:
-    """Steps 2 and 3 over `typed` (`rows_kernel.TYPED` columns), in one job.
+    """Steps 2 and 3 over `typed` (`rows_kernel.TYPED` columns), in three jobs and no
+    shuffle: the typed rows written in `partitions` buckets by (trace, process) where they
+    are read; step 2, a task a bucket, writing its message rows in `partitions` buckets
+    by (trace, msg_id); step 3, a task a bucket.
 
     later: rows a later step rejected (`rows_kernel.TYPED` markers), from an earlier pass;
     mixed_files: files where some rows give `seq` and others do not.
     """
     rows = typed if later is None else typed.unionByName(later)
-    partitions = max(partitions, shuffle_partitions(rows.sparkSession))
-    handed = (
-        rows.repartition(partitions, C.TRACE_ID, R.PPROC)
-        .mapInArrow(tasks.by_process(files, mixed_files), tasks.spark_ddl(tasks.HANDED))
-        .repartition(partitions, C.TRACE_ID, C.MSG_ID)
-        .mapInArrow(tasks.by_message(files, shown), tasks.spark_ddl(tasks.RESULT))
+    spark = rows.sparkSession
+    partitions = max(partitions, shuffle_partitions(spark))
+    split = _collect(
+        rows.mapInArrow(tasks.split_rows(files, partitions), tasks.spark_ddl(tasks.CARRIED))
+    )
+    typed_work = tasks.typed_work(split, partitions)
+    carried = _collect(
+        spark.range(0, partitions, 1, partitions).mapInArrow(
+            tasks.by_process(files, mixed_files, typed_work, partitions),
+            tasks.spark_ddl(tasks.CARRIED),
+        )
     )
     result = PassResult()
-    for row in handed.collect():
+    for role, path in zip(carried[tasks.ROLE].to_pylist(), carried[tasks.PATH].to_pylist(),
+                          strict=True):  # fmt: skip
+        if role == tasks.REJECTS_FILE:
+            result.rejects.append(path)
+        elif role == tasks.FACTS_FILE:
+            result.facts.append(path)
+    work = tasks.plan(carried, partitions)
+    written = (
+        spark.range(0, len(work), 1, len(work))
+        .mapInArrow(tasks.by_message(files, shown, work), tasks.spark_ddl(tasks.RESULT))
+        .collect()
+    )
+    for row in written:
         table, path, n = row["table"], row["path"], int(row["rows"])
         if table == "events":
             result.events[path] = n
         elif table == "messages":
             result.messages[path] = n
-        elif table == tasks.REJECTS:
-            result.rejects.append(path)
         elif table == tasks.LATE:
             result.late.append(path)
-        elif table == tasks.FACTS:
-            result.facts.append(path)
         elif table == tasks.RISKY:
             result.risky.append(path)
         for name in tasks.COUNTS:
             result.counts[name] += int(row[name] or 0)
     return result
+
+
+def _collect(carriers: DataFrame) -> pa.Table:
+    return pa.Table.from_pylist([r.asDict() for r in carriers.collect()], schema=tasks.CARRIED)
 
 
 def markers(frame: DataFrame) -> DataFrame:

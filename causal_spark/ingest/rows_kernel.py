@@ -288,6 +288,56 @@ def is_member(rows: Sequence[np.ndarray], wanted: Sequence[np.ndarray]) -> np.nd
     return found[:n]
 
 
+_PRIME = np.uint64(1099511628211)  # FNV-1's 64-bit prime
+
+
+def string_hashes(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A 64-bit hash of each string's UTF-8 bytes (a polynomial in the FNV prime, wrapping),
+    the same in every process; null hashes as "". Each distinct value is hashed once
+    (keys repeat: a trace id on every row), vectorised over its bytes: no loop."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
+    codes, distinct = encoded(values)
+    hashes = np.append(_hash_bytes(distinct), np.uint64(0))  # code -1 (null): the last
+    out: np.ndarray = hashes[codes]
+    return out
+
+
+def _hash_bytes(values: pa.Array) -> np.ndarray:
+    values = pc.fill_null(values.cast(pa.large_string()), "")
+    n = len(values)
+    out = np.zeros(n, dtype=np.uint64)
+    offsets = np.frombuffer(values.buffers()[1], np.int64)[values.offset : values.offset + n + 1]
+    if n == 0 or offsets[-1] == offsets[0]:
+        return out
+    low = int(offsets[0])
+    data = np.frombuffer(values.buffers()[2], np.uint8)[low : int(offsets[-1])]
+    lengths = np.diff(offsets)
+    starts = offsets[:-1] - low
+    position = np.arange(len(data), dtype=np.int64) - np.repeat(starts, lengths)
+    powers = np.cumprod(np.full(int(lengths.max()), _PRIME, dtype=np.uint64))
+    terms = (data.astype(np.uint64) + np.uint64(1)) * powers[position]
+    given = lengths > 0
+    out[given] = np.add.reduceat(terms, starts[given])
+    return out
+
+
+def buckets_of(keys: Sequence[pa.ChunkedArray | pa.Array], n: int) -> np.ndarray:
+    """Bucket 0..n-1 of each row's tuple of string keys: equal tuples, equal buckets, in
+    every task and process (rows of one key meet in one bucket without a shuffle)."""
+    mixed = np.zeros(len(keys[0]), dtype=np.uint64)
+    for key in keys:
+        mixed = mixed * np.uint64(0x9E3779B97F4A7C15) + string_hashes(key)
+    # splitmix64's finaliser: every input bit moves the low bits the modulus reads
+    mixed ^= mixed >> np.uint64(30)
+    mixed *= np.uint64(0xBF58476D1CE4E5B9)
+    mixed ^= mixed >> np.uint64(27)
+    mixed *= np.uint64(0x94D049BB133111EB)
+    mixed ^= mixed >> np.uint64(31)
+    buckets: np.ndarray = (mixed % np.uint64(max(1, n))).astype(np.int64)
+    return buckets
+
+
 def take_rows(table: pa.Table, positions: np.ndarray) -> pa.Table:
     return table.take(pa.array(positions, pa.int64()))
 

@@ -1,20 +1,25 @@
 """The task side of one ingest pass: the two kernels as Spark map functions, and their files.
 
-A pass is one Spark job with two shuffles (`ingest.passes`):
+A pass is three Spark jobs (`ingest.passes`), each over the files of the one before:
 
-- `by_process` (step 2) runs `kernel.judge_events` over a task's rows, writes its
-  events (without pidx), its rejected rows, per-file facts and its processes to the
-  pass's scratch folder, and hands on the send and receive rows, plus one *carrier*
-  row per file it wrote;
-- `by_message` (step 3) runs `kernel.judge_messages` over a task's message rows and
-  writes the `messages` files; for each events carrier it receives it numbers the
-  processes (pidx, from every task's processes: the stage boundary before it means
-  they are all written) and writes the `events` files. Its rejected rows and risky
-  messages go to the scratch folder. It returns one row per file written, and counts.
+- `split_rows` (step 1's end, where the rows are read and typed) writes the typed rows
+  in buckets by (trace, pproc) (`rows_kernel.buckets_of`: the same key, the same
+  bucket, in every task) and returns one *carrier* row per file it wrote;
+- `by_process` (step 2) runs one task per bucket: `kernel.judge_events` over the
+  bucket's rows, writing its events (without pidx), its rejected rows, per-file facts
+  and its processes to the pass's scratch folder, and its send and receive rows there
+  too, in buckets by (trace, msg_id). It returns a carrier row per file it wrote;
+- `by_message` (step 3) runs one task per bucket: `kernel.judge_messages` over the
+  bucket's message rows (every task's files of that bucket), writing the `messages`
+  files; then, for the events files the driver handed it, it numbers the processes
+  (pidx, from every task's processes: step 2's job is over, so they are all written)
+  and writes the `events` files. Its rejected rows and risky messages go to the scratch
+  folder. It returns one row per file written, and counts.
 
-Only files named by a carrier (a task attempt that succeeded: Spark drops the shuffle
-output of the others) or returned by step 3 are read; a failed attempt's files are
-never read, and the scratch folder goes when the ingest ends.
+After the scan no row crosses into the JVM: no Arrow-to-row conversion, no shuffle.
+Only files named by a carrier (a task attempt that succeeded: Spark returns the rows of
+those only) or returned by step 3 are read; a failed attempt's files are never read,
+and the scratch folder goes when the ingest ends.
 """
 
 from __future__ import annotations
@@ -36,10 +41,15 @@ from causal_spark.sinks import FileWriter
 
 ROLE = "role"
 PATH = "path"
-END, EVENTS_FILE, REJECTS_FILE, FACTS_FILE = range(4)
+BUCKET = "bucket"
+ENDS_FILE, EVENTS_FILE, REJECTS_FILE, FACTS_FILE, TYPED_FILE = range(5)
+# step 1's rows go to step 2 by these keys (the process, or a spread key for rejected rows)
+SPLIT_KEYS = (C.TRACE_ID, R.PPROC)
+# typed rows one step-1 task buckets at a time (each bucket of each is one file)
+ROWS_PER_SPLIT = 2_000_000
 
-# what step 2 hands to step 3: message ends, and carriers of the files it wrote
-HANDED = pa.schema([*R.ENDS, (ROLE, pa.int8()), (PATH, pa.string())])
+# what step 2 returns: a carrier of each file it wrote (with its bucket, for ends files)
+CARRIED = pa.schema([(ROLE, pa.int8()), (PATH, pa.string()), (BUCKET, pa.int32())])
 
 # what step 3 returns: a file (table, path, rows) or, with an empty table, counts
 COUNTS = (
@@ -55,7 +65,7 @@ RESULT = pa.schema(
     [("table", pa.string()), (PATH, pa.string()), ("rows", pa.int64())]
     + [(name, pa.int64()) for name in COUNTS]
 )
-REJECTS, LATE, FACTS, RISKY = "_rejects", "_late", "_facts", "_risky"
+LATE, RISKY = "_late", "_risky"
 
 # events files of at most this many rows, so that step 3 shares their writing out
 EVENTS_PER_FILE = 1_000_000
@@ -135,41 +145,136 @@ def _gather(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_batches(read).cast(schema)
 
 
-def _carrier(role: int, path: str) -> pa.RecordBatch:
-    empty = {f.name: pa.nulls(1, f.type) for f in R.ENDS}
-    # a carrier is routed by its path (as a msg_id), so carriers spread over the tasks
-    empty[C.TRACE_ID] = pa.array([""], pa.string())
-    empty[C.MSG_ID] = pa.array([path], pa.string())
-    empty[ROLE] = pa.array([role], pa.int8())
-    empty[PATH] = pa.array([path], pa.string())
-    return pa.RecordBatch.from_pydict(empty, schema=HANDED)
+def _carrier(role: int, path: str, bucket: int = -1) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {ROLE: [role], PATH: [path], BUCKET: [bucket]}, schema=CARRIED
+    )
+
+
+def _write_buckets(
+    folder: str, rows: pa.Table, keys: Sequence[str], buckets: int
+) -> Iterator[tuple[int, str]]:
+    """`rows` split into `buckets` buckets by their `keys` (`rows_kernel.buckets_of`), each
+    non-empty one an Arrow file under `folder`/bucket: (bucket, path) of each."""
+    if rows.num_rows == 0:
+        return
+    bucket = R.buckets_of([rows[k] for k in keys], buckets)
+    order = np.argsort(bucket, kind="stable")
+    grouped = R.take_rows(rows, order)
+    bounds = np.searchsorted(bucket[order], np.arange(buckets + 1))
+    for b in range(buckets):
+        if bounds[b + 1] > bounds[b]:
+            part = grouped.slice(int(bounds[b]), int(bounds[b + 1] - bounds[b]))
+            yield b, write_scratch(os.path.join(folder, f"{b:05d}"), part, arrow=True)
+
+
+def _chunks(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
+    """The batches as tables of about ROWS_PER_SPLIT rows (the last one shorter)."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows:
+            held.append(batch)
+            count += batch.num_rows
+        if count >= ROWS_PER_SPLIT:
+            yield pa.Table.from_batches(held).cast(schema).combine_chunks()
+            held, count = [], 0
+    if held:
+        # one chunk: a gather from many small chunks costs 3-4x one from one
+        yield pa.Table.from_batches(held).cast(schema).combine_chunks()
+
+
+def split_rows(
+    files: PassFiles, buckets: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Step 1's typed rows (a `mapInArrow` function where they are read) written in
+    `buckets` buckets of files by (trace, pproc): step 2 takes one bucket a task. It
+    stands for a shuffle whose rows would cross into the JVM's row format and back."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for chunk in _chunks(batches, R.TYPED):
+            for b, path in _write_buckets(files.folder("typed"), chunk, SPLIT_KEYS, buckets):
+                yield _carrier(TYPED_FILE, path, b)
+
+    return run
 
 
 def by_process(
-    files: PassFiles, mixed_files: Collection[int]
+    files: PassFiles, mixed_files: Collection[int], work: Sequence[tuple[str, ...]], buckets: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Step 2 as a `mapInArrow` function over (trace, process)-partitioned typed rows."""
+    """Step 2 as a `mapInArrow` function over task numbers (`work`'s index: the typed
+    files of one (trace, pproc) bucket); its message rows go to `buckets` buckets of
+    files by (trace, msg_id)."""
     mixed = frozenset(mixed_files)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        judged = K.judge_events(_gather(batches, R.TYPED), mixed)
-        if judged.procs.num_rows:
-            write_scratch(files.folder("procs"), judged.procs)
-        for start in range(0, judged.events.num_rows, EVENTS_PER_FILE):
-            chunk = judged.events.slice(start, EVENTS_PER_FILE)
-            yield _carrier(EVENTS_FILE, write_scratch(files.folder("events"), chunk, arrow=True))
-        if judged.rejects.num_rows:
-            yield _carrier(REJECTS_FILE, write_scratch(files.folder("rejects"), judged.rejects))
-        if judged.facts.num_rows:
-            yield _carrier(FACTS_FILE, write_scratch(files.folder("facts"), judged.facts))
-        ends = judged.ends
-        role = pa.array(np.zeros(ends.num_rows, dtype=np.int8))
-        handed = ends.append_column(ROLE, role).append_column(
-            PATH, pa.nulls(ends.num_rows, pa.string())
-        )
-        yield from handed.cast(HANDED).to_batches(max_chunksize=100_000)
+        numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
+        for number in numbers:
+            paths = work[number]
+            typed = (
+                pa.concat_tables([read_arrow_scratch(p, R.TYPED) for p in paths])
+                if paths
+                else R.TYPED.empty_table()
+            )
+            yield from _step2(files, mixed, typed, buckets)
 
     return run
+
+
+def _step2(
+    files: PassFiles, mixed: frozenset[int], typed: pa.Table, buckets: int
+) -> Iterator[pa.RecordBatch]:
+    judged = K.judge_events(typed, mixed)
+    if judged.procs.num_rows:
+        write_scratch(files.folder("procs"), judged.procs)
+    for start in range(0, judged.events.num_rows, EVENTS_PER_FILE):
+        chunk = judged.events.slice(start, EVENTS_PER_FILE)
+        yield _carrier(EVENTS_FILE, write_scratch(files.folder("events"), chunk, arrow=True))
+    if judged.rejects.num_rows:
+        yield _carrier(REJECTS_FILE, write_scratch(files.folder("rejects"), judged.rejects))
+    if judged.facts.num_rows:
+        yield _carrier(FACTS_FILE, write_scratch(files.folder("facts"), judged.facts))
+    ends = judged.ends.cast(R.ENDS)
+    for b, path in _write_buckets(files.folder("ends"), ends, (C.TRACE_ID, C.MSG_ID), buckets):
+        yield _carrier(ENDS_FILE, path, b)
+
+
+def typed_work(carried: pa.Table, buckets: int) -> list[tuple[str, ...]]:
+    """Step 2's tasks from step 1's carriers: task b takes bucket b's typed files."""
+    found: list[list[str]] = [[] for _ in range(buckets)]
+    for r, p, b in zip(
+        carried[ROLE].to_pylist(),
+        carried[PATH].to_pylist(),
+        carried[BUCKET].to_pylist(),
+        strict=True,
+    ):
+        if r == TYPED_FILE:
+            found[b].append(p)
+    return [tuple(sorted(paths)) for paths in found]
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one step-3 task reads: the message rows of its bucket, and events files."""
+
+    ends: tuple[str, ...]
+    events: tuple[str, ...]
+
+
+def plan(carried: pa.Table, buckets: int) -> list[Work]:
+    """Step 3's tasks from step 2's carriers: task b takes bucket b's message files and
+    every `buckets`-th events file (events files hold about as many rows each)."""
+    role, path = carried[ROLE].to_pylist(), carried[PATH].to_pylist()
+    bucket = carried[BUCKET].to_pylist()
+    ends: list[list[str]] = [[] for _ in range(buckets)]
+    events: list[str] = []
+    for r, p, b in zip(role, path, bucket, strict=True):
+        if r == ENDS_FILE:
+            ends[b].append(p)
+        elif r == EVENTS_FILE:
+            events.append(p)
+    events.sort()
+    return [Work(tuple(sorted(ends[b])), tuple(events[b::buckets])) for b in range(buckets)]
 
 
 def _result(table: str, path: str, rows: int, **counts: int) -> pa.RecordBatch:
@@ -185,46 +290,48 @@ def _written(rows: pa.Table) -> Iterator[tuple[str, int]]:
 
 
 def by_message(
-    files: PassFiles, shown: Sequence[str]
+    files: PassFiles, shown: Sequence[str], work: Sequence[Work]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Step 3 as a `mapInArrow` function over (trace, msg_id)-partitioned rows; `shown`:
-    each file's name as the user gave it, by file id."""
+    """Step 3 as a `mapInArrow` function over task numbers (one per task: `work`'s
+    index); `shown`: each file's name as the user gave it, by file id."""
     names = pa.array(list(shown), pa.string())
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        handed = _gather(batches, HANDED)
-        role = handed[ROLE].to_numpy()
-        ends = handed.filter(pa.array(role == END)).select(R.ENDS.names)
-        judged = K.judge_messages(ends)
-        procs = _processes(files.folder("procs"))
-        messages = K.with_pidx(judged.messages, procs, [(C.SRC, C.SRC_PIDX), (C.DST, C.DST_PIDX)])
-        for path, rows in _written(files.messages.write(messages)):
-            yield _result("messages", path, rows)
-        status = messages[C.STATUS]
-        yield _result(
-            "",
-            "",
-            0,
-            send_rows=pc.count(messages[C.SEND_LSEQ]).as_py(),
-            receive_rows=pc.count(messages[C.RECV_LSEQ]).as_py(),
-            in_flight=pc.sum(pc.equal(status, C.IN_FLIGHT)).as_py() or 0,
-            orphan=pc.sum(pc.equal(status, C.ORPHAN)).as_py() or 0,
-        )
-        if judged.rejects.num_rows:
-            yield _result(LATE, write_scratch(files.folder("late"), judged.rejects), 0)
-        if judged.risky.num_rows:
-            yield _result(RISKY, write_scratch(files.folder("risky"), judged.risky), 0)
-        carried = handed.filter(pa.array(role != END))
-        for kind, path in zip(carried[ROLE].to_pylist(), carried[PATH].to_pylist(), strict=True):
-            if kind == REJECTS_FILE:
-                yield _result(REJECTS, path, 0)
-            elif kind == FACTS_FILE:
-                yield _result(FACTS, path, 0)
-            else:
-                events = read_arrow_scratch(path, R.EVENTS)
-                yield from _write_events(files.events, events, procs, names)
+        numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
+        for number in numbers:
+            yield from _step3(files, names, work[number])
 
     return run
+
+
+def _step3(files: PassFiles, names: pa.Array, work: Work) -> Iterator[pa.RecordBatch]:
+    ends = (
+        pa.concat_tables([read_arrow_scratch(p, R.ENDS) for p in work.ends])
+        if work.ends
+        else R.ENDS.empty_table()
+    )
+    judged = K.judge_messages(ends)
+    procs = _processes(files.folder("procs"))
+    messages = K.with_pidx(judged.messages, procs, [(C.SRC, C.SRC_PIDX), (C.DST, C.DST_PIDX)])
+    for path, rows in _written(files.messages.write(messages)):
+        yield _result("messages", path, rows)
+    status = messages[C.STATUS]
+    yield _result(
+        "",
+        "",
+        0,
+        send_rows=pc.count(messages[C.SEND_LSEQ]).as_py(),
+        receive_rows=pc.count(messages[C.RECV_LSEQ]).as_py(),
+        in_flight=pc.sum(pc.equal(status, C.IN_FLIGHT)).as_py() or 0,
+        orphan=pc.sum(pc.equal(status, C.ORPHAN)).as_py() or 0,
+    )
+    if judged.rejects.num_rows:
+        yield _result(LATE, write_scratch(files.folder("late"), judged.rejects), 0)
+    if judged.risky.num_rows:
+        yield _result(RISKY, write_scratch(files.folder("risky"), judged.risky), 0)
+    for path in work.events:
+        events = read_arrow_scratch(path, R.EVENTS)
+        yield from _write_events(files.events, events, procs, names)
 
 
 def _processes(folder: str) -> pa.Table:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from causal_spark import columns as C
 from causal_spark.ingest.keys import KIND_ALIASES, IngestError
@@ -16,6 +19,7 @@ from causal_spark.ingest.rows_kernel import (
     RECORDED_VC,
     SEQ_GIVEN,
 )
+from causal_spark.io.raw import TYPED_FIELDS
 from causal_spark.io.sources import (
     FILE_ID,
     PARSE_ERROR,
@@ -73,13 +77,19 @@ def _details(rules: list[Rule]) -> Column:
     return F.when(broken & (joined != ""), joined)
 
 
-def _malformed_rules(kind: Column) -> tuple[list[Rule], list[Rule]]:
+def _given(raw: Column, typed: bool) -> Column:
+    """The field is given: a typed value is not null, a string not blank."""
+    return raw.isNotNull() if typed else _blank_to_null(raw).isNotNull()
+
+
+def _malformed_rules(kind: Column, typed: Collection[str] = ()) -> tuple[list[Rule], list[Rule]]:
     """The row-local rules, each a detail when the row breaks it: those before and those
-    after the file-level missing-seq rule (kept apart so details read in one order)."""
+    after the file-level missing-seq rule (kept apart so details read in one order).
+    `typed`: the number fields the reader gave typed (`io.raw.TYPED_FIELDS`)."""
     parse_ok = F.col(PARSE_ERROR).isNull()
-    seq_given = _blank_to_null(F.col("__cs_raw_seq")).isNotNull()
-    ts_given = _blank_to_null(F.col("__cs_raw_ts")).isNotNull()
-    size_given = _blank_to_null(F.col("__cs_raw_size")).isNotNull()
+    seq_given = _given(F.col("__cs_raw_seq"), C.SEQ in typed)
+    ts_given = _given(F.col("__cs_raw_ts"), C.TS in typed)
+    size_given = _given(F.col("__cs_raw_size"), C.SIZE_BYTES in typed)
     parsed_ts = F.col(C.TS)
     needs_msg = F.col(C.KIND).isin(C.SEND, C.RECEIVE)
     before = [
@@ -94,7 +104,7 @@ def _malformed_rules(kind: Column) -> tuple[list[Rule], list[Rule]]:
     after = [
         _rule(
             seq_given & F.col(C.SEQ).isNull(),
-            F.format_string("seq '%s' is not an integer", F.col("__cs_raw_seq")),
+            F.format_string("seq '%s' is not an integer", F.col("__cs_raw_seq").cast("string")),
         ),
         _rule(
             needs_msg & F.col(C.MSG_ID).isNull(),
@@ -104,13 +114,15 @@ def _malformed_rules(kind: Column) -> tuple[list[Rule], list[Rule]]:
             ts_given
             & (parsed_ts.isNull() | F.isnan(parsed_ts) | (F.abs(parsed_ts) == F.lit(float("inf")))),
             F.format_string(
-                "ts '%s' is neither seconds nor an ISO-8601 time", F.col("__cs_raw_ts")
+                "ts '%s' is neither seconds nor an ISO-8601 time",
+                F.col("__cs_raw_ts").cast("string"),
             ),
         ),
         _rule(
             size_given & (F.col("__cs_size").isNull() | (F.col("__cs_size") < 0)),
             F.format_string(
-                "size_bytes '%s' is not a non-negative integer", F.col("__cs_raw_size")
+                "size_bytes '%s' is not a non-negative integer",
+                F.col("__cs_raw_size").cast("string"),
             ),
         ),
     ]
@@ -181,6 +193,22 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
         raise IngestError(f"raw rows need columns {missing}; found {raw.columns}")
     if not inputs.files:
         raise IngestError("ingest needs at least one input file")
+    # numbers a reader gave typed (`io.raw.TYPED_FIELDS`: Parquet's) are taken as they are:
+    # their string form would parse back to the same value, and break the same rules
+    typed_in = {n for n in TYPED_FIELDS if raw.schema[n].dataType != T.StringType()}
+    wrong = {
+        n: raw.schema[n].dataType for n in typed_in if raw.schema[n].dataType != TYPED_FIELDS[n][0]
+    }
+    if wrong:
+        raise IngestError(f"raw rows give {wrong}: a typed field must be as `io.raw.TYPED_FIELDS`")
+
+    def number(name: str) -> Column:
+        if name in typed_in:
+            return F.col(name)
+        if name == C.TS:
+            return _parsed_ts(_blank_to_null(F.col(C.TS)))
+        return _try_long(F.col(name))
+
     typed = raw.select(
         FILE_ID,
         C.LINE,
@@ -199,15 +227,15 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
         _blank_to_null(F.col(C.PROCESS)).alias(C.PROCESS),
         _blank_to_null(F.col(C.KIND)).alias("__cs_kind_text"),
         _normalized_kind(F.col(C.KIND)).alias(C.KIND),
-        _try_long(F.col(C.SEQ)).alias(C.SEQ),
+        number(C.SEQ).alias(C.SEQ),
         _blank_to_null(F.col(C.MSG_ID)).alias(C.MSG_ID),
         _blank_to_null(F.col(C.PEER)).alias(C.PEER),
-        _parsed_ts(_blank_to_null(F.col(C.TS))).alias(C.TS),
-        _try_long(F.col(C.SIZE_BYTES)).alias("__cs_size"),
+        number(C.TS).alias(C.TS),
+        number(C.SIZE_BYTES).alias("__cs_size"),
         F.col(C.LABEL),
         F.col(RECORDED_VC),
     )
-    before, after = _malformed_rules(F.col("__cs_kind_text"))
+    before, after = _malformed_rules(F.col("__cs_kind_text"), typed_in)
     pre, post = _details(before), _details(after)
     rejected = pre.isNotNull() | post.isNotNull()
     # rows rejected here have no process to group by: spread them by line

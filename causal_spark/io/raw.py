@@ -58,6 +58,43 @@ RAW_SCHEMA = T.StructType(
 )
 RAW_COLUMNS: tuple[str, ...] = tuple(f.name for f in RAW_SCHEMA.fields)
 
+_INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+# input fields a reader may give typed instead of as strings (ingest's read of Parquet),
+# by the types that keep them so: the value ingest would parse from the string form (an
+# integer's digits; a double's shortest round-trip digits) and the same rules. Any other
+# type (a float, a decimal, a timestamp) is read as its string, as before
+TYPED_FIELDS: dict[str, tuple[T.DataType, tuple[type[T.DataType], ...]]] = {
+    C.SEQ: (T.LongType(), _INTEGERS),
+    C.SIZE_BYTES: (T.LongType(), _INTEGERS),
+    C.TS: (T.DoubleType(), (T.DoubleType, *_INTEGERS)),
+}
+
+
+def typed_fields(types: dict[str, T.DataType]) -> dict[str, T.DataType]:
+    """Of a file's input fields and their types, those kept typed (`TYPED_FIELDS`), with the
+    type they are given as."""
+    kept: dict[str, T.DataType] = {}
+    for name, given in types.items():
+        if name in TYPED_FIELDS and isinstance(given, TYPED_FIELDS[name][1]):
+            kept[name] = TYPED_FIELDS[name][0]
+    return kept
+
+
+def union_raw(parts: Sequence[DataFrame]) -> DataFrame:
+    """Raw rows of several reads as one DataFrame: when they disagree on a typed field's
+    type (`TYPED_FIELDS`), every field is cast back to its string (`RAW_SCHEMA`)."""
+    types = {(f.name, f.dataType) for part in parts for f in part.schema.fields}
+    if len(types) != len(RAW_SCHEMA.fields):
+        parts = [
+            part.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in RAW_SCHEMA.fields])
+            for part in parts
+        ]
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.unionByName(part)
+    return result
+
+
 # a whole file that cannot be read is one quarantine row at this line
 WHOLE_FILE_LINE = 0
 

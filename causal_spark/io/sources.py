@@ -43,6 +43,7 @@ from causal_spark.io.raw import (
     local_path,
     local_path_of,
     spark_path,
+    union_raw,
     whole_file_rows,
     with_file_ids,
 )
@@ -289,10 +290,7 @@ def read_raw_rows(
         parts.append(read(spark, files, options))
     if not parts:
         raise InputError("the inputs hold no files")
-    result = parts[0]
-    for part in parts[1:]:
-        result = result.unionByName(part)
-    return result
+    return union_raw(parts)
 
 
 def only_files(inputs: Inputs, file_ids: Sequence[int]) -> Inputs:

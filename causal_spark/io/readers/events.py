@@ -19,12 +19,13 @@ column twice) is one quarantine row at line 0; the other files are read.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from causal_spark import columns as C
 from causal_spark.config import IngestSettings
@@ -36,6 +37,8 @@ from causal_spark.io.raw import (
     InputFile,
     file_reader,
     spark_path,
+    typed_fields,
+    union_raw,
     whole_file_rows,
     with_file_ids,
 )
@@ -52,12 +55,16 @@ def _union(parts: Sequence[DataFrame]) -> DataFrame:
     return result
 
 
-def _finish(rows: DataFrame) -> DataFrame:
-    """Select the raw-row contract: every field a string, the reader's columns null."""
+def _finish(rows: DataFrame, keep: Mapping[str, T.DataType] | None = None) -> DataFrame:
+    """Select the raw-row contract: every field a string (but the typed ones `keep` names,
+    `raw.TYPED_FIELDS`), the reader's columns null."""
     present = set(rows.columns)
+    kept = keep or {}
     return rows.select(
         *[
-            (F.col(f.name) if f.name in present else F.lit(None)).cast(f.dataType).alias(f.name)
+            (F.col(f.name) if f.name in present else F.lit(None))
+            .cast(kept.get(f.name, f.dataType))
+            .alias(f.name)
             for f in RAW_SCHEMA.fields
         ]
     )
@@ -318,7 +325,7 @@ class ParquetReader:
         parts = [whole_file_rows(spark, bad)] if bad else []
         for group in by_schema.values():
             parts.append(self._read(spark, group, text))
-        return _union(parts)
+        return union_raw(parts)
 
     def _read(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
         data = file_reader(spark).parquet(*[spark_path(f.path) for f in files])
@@ -337,19 +344,23 @@ class ParquetReader:
             if text
             else F.lit(None).cast("string")
         )
-        return located.select(
+        # without text (ingest's read), numbers stay typed: their string form would only be
+        # parsed back (`raw.TYPED_FIELDS` says which types keep the same value and rules)
+        kept = {} if text else typed_fields({n: data.schema[present[n]].dataType for n in present})
+        rows = located.select(
             FILE_ID,
             C.LINE,
             raw.alias(C.RAW),
             *[
                 (
-                    F.col(f"`{present[n]}`").cast("string")
+                    F.col(f"`{present[n]}`").cast(kept.get(n, T.StringType()))
                     if n in present
                     else F.lit(None).cast("string")
                 ).alias(n)
                 for n in INPUT_FIELDS
             ],
-        ).transform(_finish)
+        )
+        return _finish(rows, keep=kept)
 
 
 @dataclass(frozen=True)
