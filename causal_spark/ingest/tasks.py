@@ -239,8 +239,8 @@ def _step2(
         yield _carrier(ENDS_FILE, path, b)
 
 
-def typed_work(carried: pa.Table, buckets: int) -> list[tuple[str, ...]]:
-    """Step 2's tasks from step 1's carriers: task b takes bucket b's typed files."""
+def _by_bucket(carried: pa.Table, role: int, buckets: int) -> list[tuple[str, ...]]:
+    """The paths of `carried`'s files of `role`, by bucket (sorted within each)."""
     found: list[list[str]] = [[] for _ in range(buckets)]
     for r, p, b in zip(
         carried[ROLE].to_pylist(),
@@ -248,9 +248,14 @@ def typed_work(carried: pa.Table, buckets: int) -> list[tuple[str, ...]]:
         carried[BUCKET].to_pylist(),
         strict=True,
     ):
-        if r == TYPED_FILE:
+        if r == role:
             found[b].append(p)
     return [tuple(sorted(paths)) for paths in found]
+
+
+def typed_work(carried: pa.Table, buckets: int) -> list[tuple[str, ...]]:
+    """Step 2's tasks from step 1's carriers: task b takes bucket b's typed files."""
+    return _by_bucket(carried, TYPED_FILE, buckets)
 
 
 @dataclass(frozen=True)
@@ -264,17 +269,13 @@ class Work:
 def plan(carried: pa.Table, buckets: int) -> list[Work]:
     """Step 3's tasks from step 2's carriers: task b takes bucket b's message files and
     every `buckets`-th events file (events files hold about as many rows each)."""
-    role, path = carried[ROLE].to_pylist(), carried[PATH].to_pylist()
-    bucket = carried[BUCKET].to_pylist()
-    ends: list[list[str]] = [[] for _ in range(buckets)]
-    events: list[str] = []
-    for r, p, b in zip(role, path, bucket, strict=True):
-        if r == ENDS_FILE:
-            ends[b].append(p)
-        elif r == EVENTS_FILE:
-            events.append(p)
-    events.sort()
-    return [Work(tuple(sorted(ends[b])), tuple(events[b::buckets])) for b in range(buckets)]
+    ends = _by_bucket(carried, ENDS_FILE, buckets)
+    events = sorted(
+        p
+        for r, p in zip(carried[ROLE].to_pylist(), carried[PATH].to_pylist(), strict=True)
+        if r == EVENTS_FILE
+    )
+    return [Work(ends[b], tuple(events[b::buckets])) for b in range(buckets)]
 
 
 def _result(table: str, path: str, rows: int, **counts: int) -> pa.RecordBatch:

@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from causal_spark import columns as C
-from causal_spark.io.raw import file_reader, local_path, spark_path
+from causal_spark.io.raw import INPUT_FIELDS, file_reader, local_path, spark_path
 
 RECORD = "record"
 TRACE_SUFFIX = "trace_suffix"
@@ -56,17 +56,7 @@ UNPARSEABLE = "unparseable"
 BAD_CLOCK = "bad_clock"
 DUPLICATE_SPAN = "duplicate_span"
 
-FIELDS: tuple[str, ...] = (
-    C.TRACE_ID,
-    C.PROCESS,
-    C.SEQ,
-    C.KIND,
-    C.MSG_ID,
-    C.PEER,
-    C.TS,
-    C.SIZE_BYTES,
-    C.LABEL,
-)
+FIELDS: tuple[str, ...] = INPUT_FIELDS
 
 CLOCK_TYPE = T.MapType(T.StringType(), T.LongType())
 
