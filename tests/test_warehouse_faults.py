@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,10 +35,13 @@ from tests.test_cli import _env
 
 pytestmark = pytest.mark.slow
 DATA = ["events", "messages", "quarantine"]
+CONF = ["--conf", "conf/test.yml"]
 
 # runs `causal-spark` with a hook that, at the commit point named, says so and sleeps
 DRIVER = """
 import sys, time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 import causal_spark.app.cli as cli
 marker, point, argv = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
@@ -113,36 +118,121 @@ POINTS = {
 }
 
 
+# victims run this many at a time: each is a cold driver that mostly waits (on its JVM, on
+# Spark's scheduler), so the next ones start while a killed one's aftermath is checked
+AT_ONCE = 3
+
+
+@dataclass
+class Victim:
+    """One `causal-spark ingest` of input B into a copy of warehouse A, stopped at `point`."""
+
+    point: str
+    folder: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def warehouse(self) -> Path:
+        return self.folder / "wh"
+
+    @property
+    def marker(self) -> Path:
+        return self.folder / "marker"
+
+    def start(self, second: Path, ref_a: Path) -> None:
+        shutil.copytree(ref_a, self.warehouse)
+        argv = ["ingest", str(second), "--warehouse", str(self.warehouse), *CONF]
+        with open(self.folder / "victim.err", "w") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", DRIVER, str(self.marker), self.point, *argv],
+                cwd=ROOT,
+                env=_env(),
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+
+    def kill_at_its_point(self) -> None:
+        """Wait until the victim says it reached its point, then SIGKILL its process group
+        (the driver, its JVM and its workers)."""
+        assert self.process is not None
+        deadline = time.monotonic() + 900
+        while not self.marker.exists():
+            assert self.process.poll() is None, (self.folder / "victim.err").read_text()[-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        self.kill()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait()
+
+
+class Victims:
+    """The module's victims, `AT_ONCE` running at a time, started in the tests' order."""
+
+    def __init__(self, points: list[str], root: Path, second: Path, ref_a: Path) -> None:
+        self.pending = [Victim(p, root / p) for p in points]
+        self.running: dict[str, Victim] = {}
+        self.second, self.ref_a = second, ref_a
+        for _ in range(AT_ONCE):
+            self._start_next()
+
+    def _start_next(self) -> None:
+        if self.pending:
+            victim = self.pending.pop(0)
+            victim.folder.mkdir()
+            victim.start(self.second, self.ref_a)
+            self.running[victim.point] = victim
+
+    def killed_at(self, point: str) -> Victim:
+        """The victim of `point`, killed at it; the next pending victim is started."""
+        while point not in self.running:
+            self._start_next()
+        victim = self.running.pop(point)
+        try:
+            victim.kill_at_its_point()
+        finally:
+            self._start_next()
+        return victim
+
+    def kill_all(self) -> None:
+        for victim in self.running.values():
+            victim.kill()
+
+
+@pytest.fixture(scope="module")
+def victims(
+    request: pytest.FixtureRequest,
+    references: tuple[Path, Path, Path, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Victims]:
+    """The victims of the points this run selected, in the order their tests run."""
+    _first, second, ref_a, _ref_b = references
+    points = [
+        item.callspec.params["point"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.module is request.module
+        and item.originalname == "test_sigkill_at_each_commit_point"
+    ]
+    started = Victims(points, tmp_path_factory.mktemp("victims"), second, ref_a)
+    yield started
+    started.kill_all()
+
+
 @pytest.mark.parametrize("point", list(POINTS))
 def test_sigkill_at_each_commit_point(
     spark: SparkSession,
     config: Config,
     references: tuple[Path, Path, Path, Path],
-    tmp_path: Path,
+    victims: Victims,
     point: str,
 ) -> None:
-    first, second, ref_a, ref_b = references
-    warehouse = tmp_path / "wh"
-    shutil.copytree(ref_a, warehouse)
-    marker = tmp_path / "marker"
-    argv = ["ingest", str(second), "--warehouse", str(warehouse), "--conf", "conf/test.yml"]
-    errors = tmp_path / "victim.err"
-    with open(errors, "w") as err:
-        victim = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, str(marker), point, *argv],
-            cwd=ROOT,
-            env=_env(),
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    deadline = time.monotonic() + 900
-    while not marker.exists():
-        assert victim.poll() is None, errors.read_text()[-3000:]
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
-    os.killpg(victim.pid, signal.SIGKILL)  # the driver, its JVM and its workers
-    victim.wait()
+    first, _second, ref_a, ref_b = references
+    warehouse = victims.killed_at(point).warehouse
     expected = POINTS[point]
     # readers see the last committed run at once, before any repair: the victim's only
     # once its runs row is written
