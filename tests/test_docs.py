@@ -21,7 +21,9 @@ real ones) with the venv's bin first on PATH, so that what a command writes
   runs as its program's `--help` (the sub-command's, or spark-submit's application's);
 - a command that only asks for help or the version runs in the quick test loop;
 - every other command runs for real, in the order of its page, after the README's
-  main job has run in the sandbox (`@pytest.mark.slow`: each starts Spark).
+  main job has run in the sandbox if it reads that job's warehouse
+  (`@pytest.mark.slow`: each starts Spark). The pages run side by side, a few at a
+  time, from the module's start (`page_runs`); each page's test takes its outcome.
 
 The commands of docs/scheduling.md are run by tests/test_scheduled_jobs.py, not here.
 """
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -256,14 +259,69 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def worked_example(sandbox: Path) -> Iterator[Path]:
+def run_worked_example(sandbox: Path) -> Path:
     """The README's main job, run for real in the sandbox (its audit part)."""
     (first, *_) = [c for c in all_commands([README]) if c.mode == "real"]
     assert first.text == ".venv/bin/causal-spark audit data-samples/ --warehouse warehouse"
     done = run_command(first, sandbox)
     require_shown_output(first, readme_run_report(), done.stdout)
-    yield sandbox
+    return sandbox
+
+
+# a page's command that names the worked example's warehouse (`--warehouse warehouse`,
+# "warehouse/quarantine"), not one of its own (`--warehouse formats`)
+READS_WORKED_EXAMPLE = re.compile(r"(?<![-\w])warehouse\b")
+# pages' commands run this many at a time: each starts a Spark driver that mostly waits
+AT_ONCE = 3
+
+
+def run_page(page: Path, sandbox: Path, worked: Future[Path]) -> None:
+    """The real commands of `page` in its order, after the worked example if it reads it."""
+    shown = [c for c in REAL if c.block.page == page]
+    if page == README:
+        shown = shown[1:]  # the main job is the worked example
+    if any(READS_WORKED_EXAMPLE.search(c.text) for c in shown):
+        worked.result()
+    for command in shown:
+        run_command(command, sandbox)
+
+
+@dataclass
+class PageRuns:
+    worked: Future[Path]
+    pages: dict[Path, Future[None]]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def page_runs(sandbox: Path, request: pytest.FixtureRequest) -> Iterator[PageRuns]:
+    """The worked example and the real commands of every page this run selected, started
+    when the module starts, `AT_ONCE` at a time (each page's in its order): the tests
+    take their results. Nothing starts when no test of them was selected (the quick loop)."""
+    selected = [
+        item
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.module is request.module
+    ]
+    pages = [
+        item.callspec.params["page"]
+        for item in selected
+        if item.originalname == "test_the_real_commands_of_each_page_run_in_order"
+    ]
+    wanted = bool(pages) or any("worked_example" in item.fixturenames for item in selected)
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+        worked: Future[Path] = Future()
+        if wanted:
+            worked = pool.submit(run_worked_example, sandbox)
+        runs = PageRuns(worked, {p: pool.submit(run_page, p, sandbox, worked) for p in pages})
+        yield runs
+        for future in runs.pages.values():
+            future.cancel()
+
+
+@pytest.fixture(scope="module")
+def worked_example(page_runs: PageRuns) -> Path:
+    """The sandbox, once the README's main job has run in it."""
+    return page_runs.worked.result()
 
 
 # --- what the pages say ------------------------------------------------------------------
@@ -383,9 +441,5 @@ def test_the_worked_example_tables_read_with_delta_rs(worked_example: Path) -> N
 @pytest.mark.parametrize(
     "page", sorted({c.block.page for c in REAL}, key=PAGES.index), ids=lambda p: p.name
 )
-def test_the_real_commands_of_each_page_run_in_order(page: Path, worked_example: Path) -> None:
-    shown = [c for c in REAL if c.block.page == page]
-    if page == README:
-        shown = shown[1:]  # the main job ran in the fixture
-    for command in shown:
-        run_command(command, worked_example)
+def test_the_real_commands_of_each_page_run_in_order(page: Path, page_runs: PageRuns) -> None:
+    page_runs.pages[page].result()  # raises what failed, naming the page, line and command
