@@ -89,3 +89,17 @@ def spark_jobs(spark: SparkSession, run: Callable[[], Any]) -> int:
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     return len(tracker.getJobIdsForGroup(group))
+
+
+def selected_tests(request: Any, name: str) -> list[Any]:
+    """The tests of `request`'s module named `name` (parametrized ones: each case) that this
+    run selected, in the order they run: what a module fixture starts ahead for them."""
+    import pytest
+
+    return [
+        item
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.module is request.module
+        and item.originalname == name
+    ]

@@ -44,6 +44,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.helpers import selected_tests
 from tests.test_cli import AUDIT_ROWS, AUDIT_TABLES, BIN, READ_WITH_DELTA_RS, _env
 
 README = ROOT / "README.md"
@@ -297,17 +298,13 @@ def page_runs(sandbox: Path, request: pytest.FixtureRequest) -> Iterator[PageRun
     """The worked example and the real commands of every page this run selected, started
     when the module starts, `AT_ONCE` at a time (each page's in its order): the tests
     take their results. Nothing starts when no test of them was selected (the quick loop)."""
-    selected = [
-        item
-        for item in request.session.items
-        if isinstance(item, pytest.Function) and item.module is request.module
-    ]
     pages = [
         item.callspec.params["page"]
-        for item in selected
-        if item.originalname == "test_the_real_commands_of_each_page_run_in_order"
+        for item in selected_tests(request, "test_the_real_commands_of_each_page_run_in_order")
     ]
-    wanted = bool(pages) or any("worked_example" in item.fixturenames for item in selected)
+    wanted = bool(pages) or bool(
+        selected_tests(request, "test_the_worked_example_tables_read_with_delta_rs")
+    )
     with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
         worked: Future[Path] = Future()
         if wanted:

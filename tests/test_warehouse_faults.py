@@ -31,6 +31,7 @@ from causal_spark.io import delta
 from causal_spark.io.ledger import Ledger
 from causal_spark.io.sinks import Warehouse
 from tests.conftest import ROOT
+from tests.helpers import selected_tests
 from tests.test_cli import _env
 
 pytestmark = pytest.mark.slow
@@ -213,10 +214,7 @@ def victims(
     _first, second, ref_a, _ref_b = references
     points = [
         item.callspec.params["point"]
-        for item in request.session.items
-        if isinstance(item, pytest.Function)
-        and item.module is request.module
-        and item.originalname == "test_sigkill_at_each_commit_point"
+        for item in selected_tests(request, "test_sigkill_at_each_commit_point")
     ]
     started = Victims(points, tmp_path_factory.mktemp("victims"), second, ref_a)
     yield started
