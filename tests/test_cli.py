@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from causal_spark.app.cli import run as run_cli
 from causal_spark.app.runs import RunRecord
 from causal_spark.app.session import ensure_java
 from tests.conftest import ROOT
+from tests.helpers import selected_tests
 
 BIN = Path(sys.executable).parent
 
@@ -61,23 +65,75 @@ AUDIT_TABLES = [
 # members as in expected.json; protocol_runs: every trace x the 11 protocols
 AUDIT_ROWS = ["56", "30", "4", "9", "4", "6", "23", "9", "99", "1"]
 
+GENERATE_ARGS = ["--processes", "4", "--events", "100", "--traces", "2", "--seed", "5"]
+
+
+def _submit_ingest(folder: Path) -> list[str]:
+    return [
+        str(BIN / "spark-submit"),
+        "--master",
+        "local[2]",
+        "jobs/ingest.py",
+        "data-samples/",
+        "--warehouse",
+        str(folder / "warehouse"),
+        "--conf",
+        "conf/test.yml",
+    ]
+
+
+def _generate_jsonl(folder: Path) -> list[str]:
+    return [str(BIN / "causal-spark"), "generate", "--out", str(folder / "gen"), *GENERATE_ARGS,
+            "--format", "jsonl", "--conf", "conf/test.yml"]  # fmt: skip
+
+
+def _submit_generate(folder: Path) -> list[str]:
+    return [str(BIN / "spark-submit"), "--master", "local[2]", "jobs/generate.py",
+            "--out", str(folder / "gen"), *GENERATE_ARGS, "--conf", "conf/test.yml"]  # fmt: skip
+
+
+# the slow tests' drivers (the command under test, in a folder of its own), by test
+AHEAD: dict[str, Callable[[Path], list[str]]] = {
+    "test_spark_submit_job_takes_the_same_arguments": _submit_ingest,
+    "test_generate_is_a_sub_command_whose_traces_ingest_cleanly": _generate_jsonl,
+    "test_spark_submit_generate_takes_the_same_arguments": _submit_generate,
+}
+
+
+@dataclass(frozen=True)
+class Driven:
+    folder: Path
+    done: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ahead(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[Driven]]]:
+    """The drivers of the selected slow tests, started side by side when the module starts
+    (each is a cold Spark driver that mostly waits); each test checks its own."""
+
+    def drive(argv: Callable[[Path], list[str]], folder: Path) -> Driven:
+        return Driven(folder, _run(argv(folder)))
+
+    with ThreadPoolExecutor(max_workers=len(AHEAD)) as pool:
+        yield {
+            name: pool.submit(drive, argv, tmp_path_factory.mktemp("driven"))
+            for name, argv in AHEAD.items()
+            if selected_tests(request, name)
+        }
+
+
+def _driven(ahead: dict[str, Future[Driven]], request: pytest.FixtureRequest) -> Driven:
+    return ahead[request.node.originalname].result()
+
 
 @pytest.mark.slow
-def test_spark_submit_job_takes_the_same_arguments(tmp_path: Path) -> None:
-    warehouse = tmp_path / "warehouse"
-    done = _run(
-        [
-            str(BIN / "spark-submit"),
-            "--master",
-            "local[2]",
-            "jobs/ingest.py",
-            "data-samples/",
-            "--warehouse",
-            str(warehouse),
-            "--conf",
-            "conf/test.yml",
-        ]
-    )
+def test_spark_submit_job_takes_the_same_arguments(
+    ahead: dict[str, Future[Driven]], request: pytest.FixtureRequest
+) -> None:
+    driven = _driven(ahead, request)
+    warehouse, done = driven.folder / "warehouse", driven.done
     assert done.returncode == 0, done.stderr[-3000:]
     assert "run " in done.stdout
     read = _run([sys.executable, "-c", READ_WITH_DELTA_RS, str(warehouse), *INGEST_TABLES])
@@ -105,9 +161,6 @@ def test_version_is_printed() -> None:
     assert done.stdout.strip() == f"causal-spark {__version__}"
 
 
-GENERATE_ARGS = ["--processes", "4", "--events", "100", "--traces", "2", "--seed", "5"]
-
-
 def _ingest_generated(spark: SparkSession, out: Path, warehouse: Path) -> RunRecord:
     """The generated files through ingest (in this session: the subprocess under test is
     the generator's)."""
@@ -119,14 +172,12 @@ def _ingest_generated(spark: SparkSession, out: Path, warehouse: Path) -> RunRec
 
 @pytest.mark.slow
 def test_generate_is_a_sub_command_whose_traces_ingest_cleanly(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, ahead: dict[str, Future[Driven]], request: pytest.FixtureRequest
 ) -> None:
-    """JSON Lines here; the default, Parquet, through spark-submit below."""
-    out, fmt = tmp_path / "gen", "jsonl"
-    done = _run(
-        [str(BIN / "causal-spark"), "generate", "--out", str(out), *GENERATE_ARGS,
-         "--format", fmt, "--conf", "conf/test.yml"]
-    )  # fmt: skip
+    """JSON Lines here (`_generate_jsonl`); the default, Parquet, through spark-submit below."""
+    driven = _driven(ahead, request)
+    tmp_path, done = driven.folder, driven.done
+    out = tmp_path / "gen"
     assert done.returncode == 0, done.stderr[-3000:]
     assert "wrote 2 trace(s) x 100 events (4 processes" in done.stdout
     # Spark's JSON Lines: .json
@@ -142,13 +193,11 @@ def test_generate_is_a_sub_command_whose_traces_ingest_cleanly(
 
 @pytest.mark.slow
 def test_spark_submit_generate_takes_the_same_arguments(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, ahead: dict[str, Future[Driven]], request: pytest.FixtureRequest
 ) -> None:
+    driven = _driven(ahead, request)
+    tmp_path, done = driven.folder, driven.done
     out = tmp_path / "gen"
-    done = _run(
-        [str(BIN / "spark-submit"), "--master", "local[2]", "jobs/generate.py",
-         "--out", str(out), *GENERATE_ARGS, "--conf", "conf/test.yml"]
-    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "wrote 2 trace(s) x 100 events (4 processes" in done.stdout
     assert any(p.suffix == ".parquet" for p in out.rglob("*")), sorted(out.rglob("*"))
