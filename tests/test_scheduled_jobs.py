@@ -16,6 +16,8 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,7 @@ from causal_spark.app.progress import Progress
 from causal_spark.io.ledger import Ledger
 from causal_spark.io.sinks import Warehouse
 from tests.conftest import ROOT
+from tests.helpers import selected_tests
 from tests.test_cli import BIN, _env
 
 CONF = ["--conf", "conf/test.yml"]
@@ -319,8 +322,29 @@ def _paths(text: str, root: Path) -> str:
     return text.replace("/data/", f"{root}/")
 
 
+DOC_TEST = "test_the_commands_of_the_scheduling_doc_run"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scheduling_doc(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Future[None]]:
+    """The doc's two nights, started in a thread when the module starts if its test was
+    selected: its cold drivers mostly wait, the module's other tests run meanwhile; the
+    test takes the outcome."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        started: Future[None] = Future()
+        if selected_tests(request, DOC_TEST):
+            started = pool.submit(two_nights, tmp_path_factory.mktemp("scheduling"))
+        yield started
+
+
 @pytest.mark.slow
-def test_the_commands_of_the_scheduling_doc_run(tmp_path: Path) -> None:
+def test_the_commands_of_the_scheduling_doc_run(scheduling_doc: Future[None]) -> None:
+    scheduling_doc.result()  # raises what failed (`two_nights`)
+
+
+def two_nights(tmp_path: Path) -> None:
     """Two nights on one warehouse: the cron line, then the Airflow task (its spark-submit
     application and arguments, as Airflow runs them) once a new file has landed; then the
     commands that look back."""
