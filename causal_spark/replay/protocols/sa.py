@@ -56,9 +56,11 @@ SPEC = SPECS["sa"]
 #   and the next extra message waiting at the same process; the control message
 #   carries only its row (released on its delivery);
 # - head[p], tail[p]: the extra messages that reached p and wait, a list in arrival
-#   order (the order `settle` scans them in, as the reference's list).
+#   order (the order `settle` scans them in, as the reference's list);
+# - changed[p]: 1 when DELIV_p or p's waiting list changed since `settle` last found
+#   nothing to deliver there (otherwise its scan would find nothing again).
 
-State = namedtuple("State", "k matrix nnz columns deliv pool slot extra_pool head tail")
+State = namedtuple("State", "k matrix nnz columns deliv pool slot extra_pool head tail changed")
 _EXTRA = 0
 
 
@@ -80,6 +82,7 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
         new_pool(n + 2),
         np.full(n, -1, np.int64),
         np.full(n, -1, np.int64),
+        np.zeros(n, np.int8),
     )
     if threshold <= n:
         why = f"sa.k = {threshold} must exceed n = {n} (Sánchez & Álvarez §3: n < k <= n^2)"
@@ -155,10 +158,14 @@ def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-de
     else:
         st.head[p] = a
     st.tail[p] = a
+    st.changed[p] = 1
 
 
 @njit(cache=True)
 def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
+    if st.changed[p] == 0:
+        return
+    st.changed[p] = 0
     n = lay.n
     base = p * n
     progress = True
@@ -207,6 +214,7 @@ def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     mine = p * n * n
     row = pool_row(st.pool, st.slot[m])
     st.deliv[base + lay.src[m]] += 1
+    st.changed[p] = 1
     for x in range(n):
         at = x * n
         for c in range(n):
