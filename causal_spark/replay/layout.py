@@ -587,7 +587,8 @@ def _medians(
 @njit(cache=True)
 def _bucket_medians(n, src, dst, latency, send_ev, recv_ev):  # type: ignore[no-untyped-def]
     """`_medians` for up to a few channels per message: latencies bucketed by channel, each
-    bucket's median found by selection."""
+    bucket's median found by selection; every channel has a value (the trace's median where
+    it has none), so `loop.control_latency` indexes them."""
     width = max(n, 1)
     start = np.zeros(width * width + 1, np.int64)
     for m in range(len(src)):
@@ -603,25 +604,18 @@ def _bucket_medians(n, src, dst, latency, send_ev, recv_ev):  # type: ignore[no-
             k = src[m] * width + dst[m]
             values[fill[k]] = latency[m]
             fill[k] += 1
-    used = 0
+    if total == 0:
+        return np.empty(0, np.int64), np.empty(0, np.float64), np.nan
+    # every channel (dense: the loop indexes it by channel, no search per control message),
+    # its median or, where none was recorded, the trace's
+    middle = np.median(values)
+    medians = np.full(width * width, middle)
     for k in range(width * width):
         if start[k + 1] > start[k]:
-            used += 1
-    keys = np.empty(used, np.int64)
-    medians = np.empty(used, np.float64)
-    i = 0
-    for k in range(width * width):
-        lo = start[k]
-        hi = start[k + 1]
-        if hi > lo:
-            keys[i] = k
             # quickselect (a copy: `values` stays whole): the two middle values' mean, as
             # np.median, without sorting the bucket
-            medians[i] = np.median(values[lo:hi])
-            i += 1
-    if total == 0:
-        return keys, medians, np.nan
-    return keys, medians, np.median(values)
+            medians[k] = np.median(values[start[k] : start[k + 1]])
+    return np.arange(width * width).astype(np.int64), medians, middle
 
 
 @njit(cache=True)

@@ -24,20 +24,21 @@ BASE_BYTES = 16 << 20
 # bytes per row of the group (one per internal event, send copy and receive) that each
 # protocol holds at its peak: the Arrow batches in, the layout builder's narrow columns and
 # the layout, the engine's per-message arrays, the figures and a deliveries batch. Measured
-# peak per row (bench/replay.py --kernel, n = 16, 10^6 messages, where it is highest; 10^7
-# gives 8-15% less), rounded up; see docs/replay.md.
+# peak per row (bench/replay.py --kernel, n = 16, 10^6 messages, where it is highest: 94-109
+# bytes a row in the run of 2026-11-28 13:04 UTC; 10^7 gives a quarter less), rounded up to
+# 5 bytes; see docs/replay.md.
 ROW_BYTES: Mapping[str, int] = {
-    "none": 140,
-    "fifo": 140,
-    "bss": 155,
-    "ses": 145,
-    "rst": 150,
-    "mf": 145,
-    "sa": 150,
-    "sync": 145,
-    "sequencer": 155,
-    "lamport_total": 155,
-    "skeen": 170,
+    "none": 100,
+    "fifo": 105,
+    "bss": 95,
+    "ses": 105,
+    "rst": 100,
+    "mf": 105,
+    "sa": 100,
+    "sync": 110,
+    "sequencer": 105,
+    "lamport_total": 105,
+    "skeen": 110,
 }
 # protocols whose verification keeps vector clocks (per process and per send in flight)
 _VECTOR_CHECKED = frozenset({"fifo", "bss", "ses", "rst", "mf", "sa", "sync"})
@@ -84,10 +85,17 @@ def pool_rows(in_flight: int) -> float:
     return 1.5 * max(64, 1 << max(in_flight - 1, 0).bit_length())
 
 
-def state_bytes(protocol: str, n: int, in_flight: int) -> int:
+# a trace whose every count fits int32 (`CompiledTrace.counter_type`: events + 5 x copies
+# + 1 below 2^31) lets rst, sa and ses keep their integers as 4 bytes; rows >= events and
+# >= copies, so 6 x rows + 1 below it is enough to know
+_NARROW_ROWS = ((1 << 31) - 2) // 6
+
+
+def state_bytes(protocol: str, n: int, in_flight: int, group_rows: int) -> int:
     """The protocol's own state: fixed arrays of n, n^2 or n^3 integers, and the pool row
-    each send event in flight holds (its snapshot, shared by its copies)."""
-    word = 8
+    each send event in flight holds (its snapshot, shared by its copies); rst's, sa's and
+    ses's integers 4 bytes for a group of up to `_NARROW_ROWS` rows, else 8."""
+    word = 4 if group_rows <= _NARROW_ROWS else 8
     rows = pool_rows(in_flight)
     if protocol == "rst":  # a matrix per process; a send's matrix
         return int(word * (n**3 + n * n * rows))
@@ -96,12 +104,12 @@ def state_bytes(protocol: str, n: int, in_flight: int) -> int:
     if protocol == "ses":  # vector times, ORD_BUFF's pairs; VT(M), destinations and buffer
         return int(word * (2 * n * n + n**3 + (3 * n + n * n) * rows))
     if protocol == "bss":
-        return int(word * (n * n + n * rows))
+        return int(8 * (n * n + n * rows))
     if protocol == "fifo":
-        return word * 2 * n * n
+        return 8 * 2 * n * n
     if protocol == "lamport_total":  # every send goes to all: its key is queued everywhere
         # per send in flight: a pool row (2n + 2) and n queue entries (2 words)
-        return int(word * rows * (4 * n + 2))
+        return int(8 * rows * (4 * n + 2))
     return 0
 
 
@@ -109,7 +117,7 @@ def estimate_run_bytes(shape: GroupShape, protocol: str) -> int:
     """Estimated peak bytes of replaying a trace of this shape under `protocol`."""
     rows, n = shape.rows, shape.n
     total = BASE_BYTES + ROW_BYTES.get(protocol, max(ROW_BYTES.values())) * rows
-    total += state_bytes(protocol, n, shape.in_flight)
+    total += state_bytes(protocol, n, shape.in_flight, rows)
     if protocol in _VECTOR_CHECKED:  # the check as the replay runs: a vector clock (4 B x n)
         # per process and per send event in flight, a pool like the protocols'
         total += int(4 * n * (n + pool_rows(shape.in_flight)))

@@ -28,6 +28,9 @@ from causal_spark.replay.structs import new_pool, pool_release, pool_row, pool_t
 
 SPEC = SPECS["rst"]
 
+# matrix[(p * n + j) * n + k]: M[j, k] of process p, flat (the loop indexes a 1-D array
+# through its data pointer, with no reference counted per access, `loop._pointers`);
+# pool: one matrix per send event, shared by its copies; slot[m]: copy m's pool row.
 State = namedtuple("State", "matrix pool slot")
 
 
@@ -37,7 +40,7 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
     n = trace.n
     count = trace.counter_type()  # entries count messages
     state = State(
-        np.zeros((n, n, n), count),
+        np.zeros(n * n * n, count),
         new_pool(n * n, dtype=count),
         np.full(trace.messages, -1, np.int32),
     )
@@ -47,11 +50,13 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
 @njit(cache=True)
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    mine = st.matrix[p]
+    mine = p * n * n
     for m in own:
-        mine[p, lay.dst[m]] += 1
+        st.matrix[mine + p * n + lay.dst[m]] += 1
     slot = pool_take(st.pool, len(own))
-    pool_row(st.pool, slot)[:] = mine.ravel()
+    row = pool_row(st.pool, slot)
+    for i in range(n * n):
+        row[i] = st.matrix[mine + i]
     for m in own:
         st.slot[m] = slot
         post(eng, lay, m, p, t, n * n)
@@ -63,11 +68,11 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     n = lay.n
     j = lay.src[m]
     w = pool_row(st.pool, st.slot[m])
-    mine = st.matrix[p]
-    if w[j * n + p] != mine[j, p] + 1:
+    mine = p * n * n
+    if w[j * n + p] != st.matrix[mine + j * n + p] + 1:
         return False
     for k in range(n):  # noqa: SIM110 (a loop compiles; a generator does not)
-        if k != j and mine[k, p] < w[k * n + p]:
+        if k != j and st.matrix[mine + k * n + p] < w[k * n + p]:
             return False
     return True
 
@@ -76,7 +81,9 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
     w = pool_row(st.pool, st.slot[m])
-    mine = st.matrix[p].reshape(n * n)
-    for i in range(n * n):  # M := max(M, W), one pass over contiguous rows (vectorised)
-        mine[i] = max(mine[i], w[i])
+    mine = p * n * n
+    for i in range(n * n):  # M := max(M, W), branch-free over contiguous rows (vectorised)
+        a = st.matrix[mine + i]
+        b = w[i]
+        st.matrix[mine + i] = a if a > b else b
     pool_release(st.pool, st.slot[m])

@@ -41,8 +41,10 @@ SPEC = SPECS["sa"]
 # State, for n processes (Sánchez & Álvarez §3, as the reference class in
 # tests/oracles/replay/protocols/sa.py):
 # - k[0]: the threshold of non-zero entries;
-# - matrix[p]: M of Pi, dense (n x n x n); every entry the reference holds is >= 1,
-#   so 0 stands for an absent entry and the non-zero count is the dict's size;
+# - matrix[(p * n + x) * n + c]: M[x, c] of Pi, dense and flat (n x n x n: the loop
+#   indexes a 1-D array through its data pointer, with no reference counted per access,
+#   `loop._pointers`); every entry the reference holds is >= 1, so 0 stands for an
+#   absent entry and the non-zero count is the dict's size;
 # - nnz[p], columns[p * n + c]: the non-zero entries of matrix[p], and of its column c
 #   (kept up to date, so the threshold check and the fullest column cost n, not n^2);
 # - deliv[p * n + x]: DELIV_p[x];
@@ -54,9 +56,11 @@ SPEC = SPECS["sa"]
 #   and the next extra message waiting at the same process; the control message
 #   carries only its row (released on its delivery);
 # - head[p], tail[p]: the extra messages that reached p and wait, a list in arrival
-#   order (the order `settle` scans them in, as the reference's list).
+#   order (the order `settle` scans them in, as the reference's list);
+# - changed[p]: 1 when DELIV_p or p's waiting list changed since `settle` last found
+#   nothing to deliver there (otherwise its scan would find nothing again).
 
-State = namedtuple("State", "k matrix nnz columns deliv pool slot extra_pool head tail")
+State = namedtuple("State", "k matrix nnz columns deliv pool slot extra_pool head tail changed")
 _EXTRA = 0
 
 
@@ -69,7 +73,7 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
     count = trace.counter_type()  # M's entries and DELIV count messages
     state = State(
         np.array([threshold], np.int64),
-        np.zeros((n, n, n), count),
+        np.zeros(n * n * n, count),
         np.zeros(n, np.int64),
         np.zeros(n * n, np.int64),
         np.zeros(n * n, count),
@@ -78,6 +82,7 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
         new_pool(n + 2),
         np.full(n, -1, np.int64),
         np.full(n, -1, np.int64),
+        np.zeros(n, np.int8),
     )
     if threshold <= n:
         why = f"sa.k = {threshold} must exceed n = {n} (Sánchez & Álvarez §3: n < k <= n^2)"
@@ -88,7 +93,7 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
 @njit(cache=True)
 def _thin(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    mine = st.matrix[p]
+    mine = p * n * n
     base = p * n
     while st.nnz[p] >= st.k[0]:
         j = 0  # the fullest column, ties to the lowest index
@@ -98,15 +103,15 @@ def _thin(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
         slot = pool_take(st.extra_pool, 1)
         row = pool_row(st.extra_pool, slot)
         for x in range(n):
-            row[x] = mine[x, j]
+            row[x] = st.matrix[mine + x * n + j]
         row[n] = p
         row[n + 1] = -1
         count = st.columns[base + j]
         control(eng, lay, p, j, t, _EXTRA, 3 * count, slot, 0, 0)
-        own = mine[p, j]
+        own = st.matrix[mine + p * n + j]
         for x in range(n):
-            mine[x, j] = 0
-        mine[p, j] = own + 1
+            st.matrix[mine + x * n + j] = 0
+        st.matrix[mine + p * n + j] = own + 1
         st.nnz[p] -= count - 1
         st.columns[base + j] = 1
 
@@ -114,19 +119,21 @@ def _thin(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     n = lay.n
+    nn = n * n
     base = p * n
-    mine = st.matrix[p]
+    mine = p * nn
     slot = pool_take(st.pool, len(own))
-    row = pool_row(st.pool, slot)
-    after = row[: n * n].reshape((n, n))
-    before = row[n * n :].reshape((n, n))
-    before[:, :] = mine
-    after[:, :] = mine
+    row = pool_row(st.pool, slot)  # M after the whole multicast (nn), then before it (nn)
+    for i in range(nn):
+        value = st.matrix[mine + i]
+        row[i] = value
+        row[nn + i] = value
     total = st.nnz[p]  # the non-zero entries after the send: each column d becomes M[i, d]
     for m in own:
         d = lay.dst[m]
-        after[:, d] = 0
-        after[p, d] = before[p, d] + 1
+        for x in range(n):
+            row[x * n + d] = 0
+        row[p * n + d] = row[nn + p * n + d] + 1
         total -= st.columns[base + d] - 1
     for m in own:
         # column d as before the send, the others as after it
@@ -136,7 +143,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     for m in own:
         d = lay.dst[m]
         for x in range(n):
-            mine[x, d] = after[x, d]
+            st.matrix[mine + x * n + d] = row[x * n + d]
         st.columns[base + d] = 1
     st.nnz[p] = total
     _thin(st, eng, lay, p, t)
@@ -151,10 +158,14 @@ def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-de
     else:
         st.head[p] = a
     st.tail[p] = a
+    st.changed[p] = 1
 
 
 @njit(cache=True)
 def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
+    if st.changed[p] == 0:
+        return
+    st.changed[p] = 0
     n = lay.n
     base = p * n
     progress = True
@@ -200,16 +211,18 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
     base = p * n
+    mine = p * n * n
     row = pool_row(st.pool, st.slot[m])
     st.deliv[base + lay.src[m]] += 1
-    mine = st.matrix[p]
+    st.changed[p] = 1
     for x in range(n):
+        at = x * n
         for c in range(n):
-            value = row[x * n + c]
-            if c != p and value > mine[x, c]:
-                if mine[x, c] == 0:
+            value = row[at + c]
+            if value != 0 and c != p and value > st.matrix[mine + at + c]:
+                if st.matrix[mine + at + c] == 0:
                     st.columns[base + c] += 1
                     st.nnz[p] += 1
-                mine[x, c] = value
+                st.matrix[mine + at + c] = value
     pool_release(st.pool, st.slot[m])
     _thin(st, eng, lay, p, t)

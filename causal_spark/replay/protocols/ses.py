@@ -36,10 +36,12 @@ SPEC = SPECS["ses"]
 
 #
 # State, for n processes (Schiper, Eggli & Sandoz §4.2, as the reference class in
-# tests/oracles/replay/protocols/ses.py):
-# - time[p]: VT(p), the vector time of site p (n x n);
-# - has[p, s], pairs[p, s]: ORD_BUFF_p, whether it holds a pair for site s and that
-#   pair's vector time (n x n and n x n x n; a pair is absent when has is 0);
+# tests/oracles/replay/protocols/ses.py), every array flat (1-D: the loop indexes each
+# through its data pointer, with no reference counted per access, `loop._pointers`):
+# - time[p * n + k]: VT(p), the vector time of site p (n x n);
+# - has[p * n + s], pairs[(p * n + s) * n + k]: ORD_BUFF_p, whether it holds a pair for
+#   site s and that pair's vector time (n x n and n x n x n; a pair is absent when has
+#   is 0);
 # - pool: one row per send event, shared by its copies and released when the last
 #   one is delivered: VT(M) (n), which sites the send event's copies go to (n), and
 #   ORD_BUFF of the sender before the send, as has (n) and pairs (n x n). A copy to
@@ -57,23 +59,25 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
     n = trace.n
     count = trace.counter_type()  # vector times count sends and deliveries
     state = State(
-        np.zeros((n, n), count),
-        np.zeros((n, n), count),
-        np.zeros((n, n, n), count),
+        np.zeros(n * n, count),
+        np.zeros(n * n, count),
+        np.zeros(n * n * n, count),
         new_pool(3 * n + n * n, dtype=count),
         np.full(trace.messages, -1, np.int32),
     )
     return state, None
 
 
-@njit(cache=True)
-def _c_below(a, b):  # type: ignore[no-untyped-def]
-    """a < b for vector times: every component <= and the vectors differ."""
+@njit(cache=True, inline="always")
+def _c_below(a, i, b, j, n):  # type: ignore[no-untyped-def]
+    """a[i:i+n] < b[j:j+n] for vector times: every component <= and the vectors differ."""
     differ = False
-    for k in range(len(a)):
-        if a[k] > b[k]:
+    for k in range(n):
+        x = a[i + k]
+        y = b[j + k]
+        if x > y:
             return False
-        if a[k] != b[k]:
+        if x != y:
             differ = True
     return differ
 
@@ -81,27 +85,38 @@ def _c_below(a, b):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    st.time[p, p] += 1
+    mine = p * n
+    st.time[mine + p] += 1
     slot = pool_take(st.pool, len(own))
     row = pool_row(st.pool, slot)
-    row[:n] = st.time[p]
-    row[n : 2 * n] = 0
+    for k in range(n):
+        row[k] = st.time[mine + k]
+        row[n + k] = 0
+        row[2 * n + k] = st.has[mine + k]
+    base = mine * n
+    for i in range(n * n):
+        row[3 * n + i] = st.pairs[base + i]
+    held = 0  # pairs of the buffer before the send
+    for s in range(n):
+        if row[2 * n + s] != 0:
+            held += 1
     for m in own:
         row[n + lay.dst[m]] = 1
-    row[2 * n : 3 * n] = st.has[p]
-    row[3 * n :] = st.pairs[p].ravel()
     for m in own:
         d = lay.dst[m]
-        size = 0
-        for s in range(n):
-            if row[2 * n + s] != 0 or (row[n + s] != 0 and s != d):
+        size = held  # the buffer's pairs, and (d', VT(M)) for destinations d' it lacks
+        for o in own:
+            e = lay.dst[o]
+            if e != d and row[2 * n + e] == 0:
                 size += 1
         st.slot[m] = slot
         post(eng, lay, m, p, t, n + size * (n + 1))
     for m in own:
         d = lay.dst[m]
-        st.has[p, d] = 1
-        st.pairs[p, d] = row[:n]
+        st.has[mine + d] = 1
+        at = base + d * n
+        for k in range(n):
+            st.pairs[at + k] = row[k]
     return True
 
 
@@ -112,36 +127,39 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     # the copy's pair for its destination p is the sender's, from before the send
     if row[2 * n + p] == 0:
         return True
-    return _c_below(row[3 * n + p * n : 3 * n + (p + 1) * n], st.time[p])
+    return _c_below(row, 3 * n + p * n, st.time, p * n, n)
 
 
 @njit(cache=True)
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
     row = pool_row(st.pool, st.slot[m])
-    stamp = row[:n]
+    mine = p * n
     for s in range(n):
         if s == p:
             continue
         if row[n + s] != 0:  # another destination of the multicast: (s, VT(M))
-            vt = stamp
+            at = 0
         elif row[2 * n + s] != 0:
-            vt = row[3 * n + s * n : 3 * n + (s + 1) * n]
+            at = 3 * n + s * n
         else:
             continue
-        if st.has[p, s] != 0:
-            for k in range(n):
-                if vt[k] > st.pairs[p, s, k]:
-                    st.pairs[p, s, k] = vt[k]
+        pair = (mine + s) * n
+        if st.has[mine + s] != 0:
+            for k in range(n):  # component-wise sup, branch-free (vectorised)
+                a = st.pairs[pair + k]
+                b = row[at + k]
+                st.pairs[pair + k] = a if a > b else b
         else:
-            st.has[p, s] = 1
-            st.pairs[p, s] = vt
-    mine = st.time[p]
+            st.has[mine + s] = 1
+            for k in range(n):
+                st.pairs[pair + k] = row[at + k]
     for k in range(n):
-        if stamp[k] > mine[k]:
-            mine[k] = stamp[k]
-    mine[p] += 1
+        a = st.time[mine + k]
+        b = row[k]
+        st.time[mine + k] = a if a > b else b
+    st.time[mine + p] += 1
     sender = lay.src[m]
-    if st.has[p, sender] != 0 and _c_below(st.pairs[p, sender], stamp):
-        st.has[p, sender] = 0
+    if st.has[mine + sender] != 0 and _c_below(st.pairs, (mine + sender) * n, row, 0, n):
+        st.has[mine + sender] = 0
     pool_release(st.pool, st.slot[m])
