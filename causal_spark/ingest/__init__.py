@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from causal_spark import columns as C
@@ -173,7 +174,11 @@ def ingest(
         else spark.createDataFrame([], spark_ddl(R.REJECTS))
     )
     quarantine = quarantine_of(
-        reject_rows, file_table(spark, inputs), seq_files, reread or filtered_reread(raw)
+        reject_rows,
+        file_table(spark, inputs),
+        seq_files,
+        reread or filtered_reread(raw),
+        _textless_files(rejects),
     )
     return Ingested(
         events=_read(spark, tables.EVENTS, result.events),
@@ -204,6 +209,18 @@ def _late_rejects(result: PassResult, scratch: str) -> list[str]:
     if seconds.num_rows:
         late.append(write_scratch(os.path.join(scratch, "seconds"), seconds))
     return late
+
+
+def _textless_files(rejects: Sequence[str]) -> list[int]:
+    """The files of the rejected rows that travelled without their text (read here, on
+    the driver: rejected rows are few, and a Spark job costs more than reading them)."""
+    if not rejects:
+        return []
+    rows = pa.concat_tables(
+        [pq.read_table(p, columns=[R.FILE_ID, C.RAW], schema=R.REJECTS) for p in rejects]
+    )
+    textless = rows[R.FILE_ID].filter(pc.is_null(rows[C.RAW]))
+    return sorted({int(f) for f in pc.unique(textless).to_pylist()})
 
 
 def _file_traces(facts: pa.Table) -> dict[int, frozenset[str]]:
