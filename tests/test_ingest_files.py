@@ -385,3 +385,46 @@ def test_csv_doubled_quotes_and_gzip_are_read(ingested: dict[str, Rows]) -> None
         ("quoted", 'say "hi", then go'),
         ("zipped", "zipped"),
     ]
+
+
+def test_the_input_is_read_once_whatever_the_passes(spark: SparkSession, tmp_path: Path) -> None:
+    """A duplicate msg_id is found after matching, and rows without `seq` in a file where
+    others have one once every row was seen: each takes ingest another pass, and every
+    pass reads step 1's files, not the input again (counted as the raw rows go by)."""
+    from collections.abc import Iterator
+
+    from causal_spark.ingest import ingest
+    from causal_spark.io.sources import only_files, read_raw_rows
+    from tests.helpers import ingest_targets
+
+    write_jsonl(
+        tmp_path / "late.jsonl",
+        [
+            {"trace_id": "t", "process": "A", "seq": 1, "kind": "send", "msg_id": "m", "peer": "B"},
+            {"trace_id": "t", "process": "A", "seq": 2, "kind": "send", "msg_id": "m", "peer": "B"},
+            {"trace_id": "t", "process": "B", "seq": 1, "kind": "receive", "msg_id": "m"},
+            {"trace_id": "t", "process": "B", "kind": "internal"},
+        ],
+    )
+    inputs = discover_inputs([str(tmp_path)], IngestSettings())
+    seen = spark.sparkContext.accumulator(0)
+
+    def counted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            seen.add(batch.num_rows)
+            yield batch
+
+    raw = read_raw_rows(spark, inputs, text=False)
+    result = ingest(
+        raw.mapInArrow(counted, raw.schema),
+        inputs,
+        ingest_targets(),
+        reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
+    )
+    assert result.passes == 3
+    assert result.rows_read == 4
+    assert seen.value == 4
+    assert sorted((q["line"], q["reason"]) for q in result.quarantine.collect()) == [
+        (2, "duplicate_msg"),
+        (4, "malformed"),
+    ]

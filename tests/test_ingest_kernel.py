@@ -149,3 +149,46 @@ def test_buckets_of_put_equal_keys_together_and_spread_the_rest() -> None:
     distinct = {seen[k] for k in seen}
     counts = np.bincount([seen[k] for k in seen], minlength=8)
     assert distinct == set(range(8)) and counts.min() > len(seen) / 8 / 2
+
+
+def test_markers_land_in_the_bucket_of_the_rows_they_name(tmp_path: object) -> None:
+    """A later pass adds markers of rejected rows to step 1's buckets (`passes.with_markers`):
+    each marker must carry the row's ids and land where `split_rows` put the row."""
+    from pathlib import Path
+
+    from causal_spark.ingest import rows_kernel as R
+    from causal_spark.ingest import tasks
+
+    rng = np.random.default_rng(16)
+    n = 200
+    traces = [f"t{i}" for i in rng.integers(0, 3, n)]
+    procs = [f"p{i}" for i in rng.integers(0, 9, n)]
+    given = {
+        R.FILE_ID: pa.array(rng.integers(0, 4, n), pa.int32()),
+        C.LINE: pa.array(np.arange(1, n + 1), pa.int64()),
+        R.SUB: pa.array(np.zeros(n, np.int64)),
+        C.TRACE_ID: pa.array(traces),
+        C.PROCESS: pa.array(procs),
+    }
+    rejects = pa.table(
+        [given.get(f.name, pa.nulls(n, f.type)) for f in R.REJECTS], schema=R.REJECTS
+    )
+    marked = R.markers_of(rejects)
+    assert marked.schema == R.TYPED
+    assert marked[R.EXCLUDED].to_pylist() == [True] * n
+    for name in (R.FILE_ID, C.LINE, R.SUB, C.TRACE_ID):
+        assert marked[name].to_pylist() == rejects[name].to_pylist()
+    assert marked[R.PPROC].to_pylist() == procs
+    assert all(marked[f.name].null_count == n for f in R.TYPED if f.name not in given
+               and f.name not in (R.PPROC, R.EXCLUDED))  # fmt: skip
+    # the rows themselves, as step 1 types them (the same keys), and their markers
+    rows = marked.set_column(
+        marked.schema.get_field_index(R.EXCLUDED), R.EXCLUDED, pa.array([False] * n)
+    )
+    where: dict[tuple[str, int], int] = {}
+    for kind, table in (("row", rows), ("marker", marked)):
+        folder = Path(str(tmp_path)) / kind
+        for b, path in tasks.write_buckets(str(folder), table, tasks.SPLIT_KEYS, 7):
+            for line in tasks.read_arrow_scratch(path, R.TYPED)[C.LINE].to_pylist():
+                where[(kind, line)] = b
+    assert all(where[("marker", line)] == where[("row", line)] for line in range(1, n + 1))

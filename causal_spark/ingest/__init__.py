@@ -17,16 +17,18 @@ become quarantine rows with a reason code and a detail in words:
 "Earlier" and "first" are file order: files in the order they were found, then
 line. The rules apply in that order, each to the rows the earlier ones kept.
 
-How it runs: a *pass* is three Spark jobs (`passes.run_pass`) and no shuffle:
-step 1 types each row where it is read (`typed.type_rows`) and writes the rows in
-buckets by (trace, process); step 2, a task a bucket, writes the send and receive
+How it runs, with no shuffle: step 1 types each row where it is read
+(`typed.type_rows`) and writes the rows in buckets by (trace, process), once
+(`passes.split_typed`); a *pass* is two Spark jobs over those files
+(`passes.run_pass`): step 2, a task a bucket, writes the send and receive
 rows in buckets by (trace, msg_id); step 3 takes a bucket a task. Rows go from one
 step to the next as Arrow files, each task running a sorted NumPy kernel
 (`kernel`) and writing its `events` and `messages` files itself (`tasks`). Rules that a later step
 applies change what an earlier one numbered: a row that step 3 rejects (or a row
 without `seq` in a file where others have one, known only once every row was
 seen) takes no place in its process. So when a pass finds such rows, another pass
-runs with them known (at most three passes; on clean input, one). No step puts a
+runs with them known (at most three passes; on clean input, one): over step 1's
+files again, with markers of the rejected rows added to their buckets. No step puts a
 whole trace or a whole file into one task (a whole process, yes: its local order).
 """
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from causal_spark import columns as C
@@ -48,7 +51,14 @@ from causal_spark.ingest import kernel as K
 from causal_spark.ingest import rows_kernel as R
 from causal_spark.ingest.keys import KIND_ALIASES, IngestError
 from causal_spark.ingest.outputs import filtered_reread, quarantine_of
-from causal_spark.ingest.passes import PassResult, markers, run_pass, task_count
+from causal_spark.ingest.passes import (
+    PassResult,
+    bucket_count,
+    run_pass,
+    split_typed,
+    task_count,
+    with_markers,
+)
 from causal_spark.ingest.tasks import PassFiles, read_scratch, spark_ddl, write_scratch
 from causal_spark.ingest.typed import TRACE_OF, file_table, trace_ids, type_rows
 from causal_spark.io.sources import Inputs
@@ -126,13 +136,17 @@ def ingest(
     partitions = task_count(inputs, settings.rows_per_task, 1)
     mixed: frozenset[int] = frozenset()
     later: list[str] = []
+    typed_work: list[tuple[str, ...]] = []
     for number in range(1, MAX_PASSES + 1):
         scratch = os.path.join(targets.scratch, f"pass-{number}")
         files = PassFiles(targets.events, targets.messages, scratch)
-        later_rows = (
-            markers(spark.read.schema(spark_ddl(R.REJECTS)).parquet(*later)) if later else None
-        )
-        result = run_pass(type_rows(raw, inputs), later_rows, mixed, files, shown, partitions)
+        if number == 1:
+            # read and typed once: a later pass takes these files, and its markers
+            typed = type_rows(raw, inputs)
+            typed_work = split_typed(typed, files, bucket_count(typed, partitions))
+        later_rows = read_scratch(later, R.REJECTS) if later else None
+        work = with_markers(typed_work, later_rows, files)
+        result = run_pass(spark, work, mixed, files, shown)
         facts = read_scratch(result.facts, R.FACTS)
         found_mixed = _mixed_files(facts)
         if not found_mixed <= mixed:
@@ -160,7 +174,11 @@ def ingest(
         else spark.createDataFrame([], spark_ddl(R.REJECTS))
     )
     quarantine = quarantine_of(
-        reject_rows, file_table(spark, inputs), seq_files, reread or filtered_reread(raw)
+        reject_rows,
+        file_table(spark, inputs),
+        seq_files,
+        reread or filtered_reread(raw),
+        _textless_files(rejects),
     )
     return Ingested(
         events=_read(spark, tables.EVENTS, result.events),
@@ -191,6 +209,18 @@ def _late_rejects(result: PassResult, scratch: str) -> list[str]:
     if seconds.num_rows:
         late.append(write_scratch(os.path.join(scratch, "seconds"), seconds))
     return late
+
+
+def _textless_files(rejects: Sequence[str]) -> list[int]:
+    """The files of the rejected rows that travelled without their text (read here, on
+    the driver: rejected rows are few, and a Spark job costs more than reading them)."""
+    if not rejects:
+        return []
+    rows = pa.concat_tables(
+        [pq.read_table(p, columns=[R.FILE_ID, C.RAW], schema=R.REJECTS) for p in rejects]
+    )
+    textless = rows[R.FILE_ID].filter(pc.is_null(rows[C.RAW]))
+    return sorted({int(f) for f in pc.unique(textless).to_pylist()})
 
 
 def _file_traces(facts: pa.Table) -> dict[int, frozenset[str]]:

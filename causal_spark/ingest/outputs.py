@@ -33,6 +33,7 @@ def quarantine_of(
     files: DataFrame,
     seq_files: Sequence[int],
     reread: Callable[[Sequence[int]], DataFrame],
+    textless: Sequence[int],
 ) -> DataFrame:
     """Every rejected row (`rows_kernel.REJECTS`) with its text, reason and a detail that says
     where the row it points at is.
@@ -40,7 +41,8 @@ def quarantine_of(
     A row rejected by the row-local rules has its detail from its own parts, with
     "missing seq" between them when its file gives `seq` elsewhere. A row without its
     text (rejected after step 1, or read without text) has it read again from its file
-    (`reread`, with text; for the files that have such rows only).
+    (`reread`, with text; for the files that have such rows only: `textless`, the
+    caller knows them from the rejected rows' files).
     """
     step1 = F.col(R.STEP1)
     detail = F.when(
@@ -69,9 +71,8 @@ def quarantine_of(
     )
     # rows rejected after step 1 travelled without their text, and a reader may leave
     # it out of every row (Parquet): read it again, from those rows' files only
-    textless = rows.where(F.col(C.RAW).isNull()).select(FILE_ID).distinct().collect()
     if textless:
-        texts = reread(sorted(int(r[FILE_ID]) for r in textless)).select(
+        texts = reread(sorted(textless)).select(
             FILE_ID,
             C.LINE,
             F.coalesce(F.col(SUB), F.lit(0)).alias(SUB),

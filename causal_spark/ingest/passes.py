@@ -1,4 +1,4 @@
-"""One pass of ingest as a Spark job: typed rows -> two shuffles -> files (`ingest.tasks`)."""
+"""One pass of ingest as Spark jobs: typed rows -> buckets of files -> files (`ingest.tasks`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 
-from causal_spark import columns as C
 from causal_spark._spark import shuffle_partitions
 from causal_spark.ingest import rows_kernel as R
 from causal_spark.ingest import tasks
@@ -40,29 +38,51 @@ def task_count(inputs: Inputs, rows_per_task: int, floor: int) -> int:
     return max(floor, math.ceil(estimate / max(1, rows_per_task)))
 
 
+def split_typed(typed: DataFrame, files: tasks.PassFiles, partitions: int) -> list[tuple[str, ...]]:
+    """Step 1's end, one Spark job: the typed rows (`rows_kernel.TYPED` columns) written in
+    `partitions` buckets by (trace, process) where they are read; the files of each bucket.
+    Every pass reads these (a later pass adds its markers: `with_markers`), so the input
+    is read and typed once whatever the number of passes."""
+    split = _collect(
+        typed.mapInArrow(tasks.split_rows(files, partitions), tasks.spark_ddl(tasks.CARRIED))
+    )
+    return tasks.typed_work(split, partitions)
+
+
+def bucket_count(typed: DataFrame, partitions: int) -> int:
+    """The buckets of a pass: `partitions`, and at least the shuffle partitions."""
+    return max(partitions, shuffle_partitions(typed.sparkSession))
+
+
+def with_markers(
+    typed_work: Sequence[tuple[str, ...]], later: pa.Table | None, files: tasks.PassFiles
+) -> list[tuple[str, ...]]:
+    """`typed_work` with the markers of the rows a later step rejected (`later`:
+    `rows_kernel.REJECTS`, from an earlier pass) in the buckets of their rows."""
+    if later is None or later.num_rows == 0:
+        return list(typed_work)
+    found = [list(paths) for paths in typed_work]
+    marked = R.markers_of(later)
+    for b, path in tasks.write_buckets(files.folder("markers"), marked, tasks.SPLIT_KEYS,
+                                       len(found)):  # fmt: skip
+        found[b].append(path)
+    return [tuple(sorted(paths)) for paths in found]
+
+
 def run_pass(
-    typed: DataFrame,
-    later: DataFrame | None,
+    spark: SparkSession,
+    typed_work: Sequence[tuple[str, ...]],
     mixed_files: Collection[int],
     files: tasks.PassFiles,
     shown: Sequence[str],
-    partitions: int,
 ) -> PassResult:
-    """Steps 2 and 3 over `typed` (`rows_kernel.TYPED` columns), in three jobs and no
-    shuffle: the typed rows written in `partitions` buckets by (trace, process) where they
-    are read; step 2, a task a bucket, writing its message rows in `partitions` buckets
-    by (trace, msg_id); step 3, a task a bucket.
+    """Steps 2 and 3 over the typed rows' buckets (`split_typed`, `with_markers`), in two
+    jobs and no shuffle: step 2, a task a bucket, writing its message rows in as many
+    buckets by (trace, msg_id); step 3, a task a bucket.
 
-    later: rows a later step rejected (`rows_kernel.TYPED` markers), from an earlier pass;
     mixed_files: files where some rows give `seq` and others do not.
     """
-    rows = typed if later is None else typed.unionByName(later)
-    spark = rows.sparkSession
-    partitions = max(partitions, shuffle_partitions(spark))
-    split = _collect(
-        rows.mapInArrow(tasks.split_rows(files, partitions), tasks.spark_ddl(tasks.CARRIED))
-    )
-    typed_work = tasks.typed_work(split, partitions)
+    partitions = len(typed_work)
     carried = _collect(
         spark.range(0, partitions, 1, partitions).mapInArrow(
             tasks.by_process(files, mixed_files, typed_work, partitions),
@@ -99,23 +119,3 @@ def run_pass(
 
 def _collect(carriers: DataFrame) -> pa.Table:
     return pa.Table.from_pylist([r.asDict() for r in carriers.collect()], schema=tasks.CARRIED)
-
-
-def markers(frame: DataFrame) -> DataFrame:
-    """Rejected rows (`rows_kernel.REJECTS`) as `rows_kernel.TYPED` markers of rows to leave out."""
-    values = {
-        R.FILE_ID: F.col(R.FILE_ID),
-        C.LINE: F.col(C.LINE),
-        R.SUB: F.col(R.SUB),
-        C.TRACE_ID: F.col(C.TRACE_ID),
-        R.PPROC: F.col(C.PROCESS),
-        R.EXCLUDED: F.lit(True),
-    }
-    return frame.select(
-        *[
-            (values[f.name] if f.name in values else F.lit(None))
-            .cast(tasks.spark_ddl(pa.schema([f])).split(" ", 1)[1])
-            .alias(f.name)
-            for f in R.TYPED
-        ]
-    )

@@ -338,6 +338,24 @@ def buckets_of(keys: Sequence[pa.ChunkedArray | pa.Array], n: int) -> np.ndarray
     return buckets
 
 
+def markers_of(rejects: pa.Table) -> pa.Table:
+    """Rejected rows (`REJECTS`) as `TYPED` markers of the rows to leave out: their ids
+    (file, line, sub), trace and process (the key their rows were grouped by)."""
+    n = rejects.num_rows
+    given = {
+        FILE_ID: rejects[FILE_ID],
+        C.LINE: rejects[C.LINE],
+        SUB: rejects[SUB],
+        C.TRACE_ID: rejects[C.TRACE_ID],
+        PPROC: rejects[C.PROCESS],
+        EXCLUDED: pa.array(np.ones(n, dtype=bool), pa.bool_()),
+    }
+    return pa.table(
+        [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in TYPED],
+        schema=TYPED,
+    )
+
+
 def take_rows(table: pa.Table, positions: np.ndarray) -> pa.Table:
     return table.take(pa.array(positions, pa.int64()))
 

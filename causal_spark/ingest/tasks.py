@@ -151,7 +151,7 @@ def _carrier(role: int, path: str, bucket: int = -1) -> pa.RecordBatch:
     )
 
 
-def _write_buckets(
+def write_buckets(
     folder: str, rows: pa.Table, keys: Sequence[str], buckets: int
 ) -> Iterator[tuple[int, str]]:
     """`rows` split into `buckets` buckets by their `keys` (`rows_kernel.buckets_of`), each
@@ -193,7 +193,7 @@ def split_rows(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for chunk in _chunks(batches, R.TYPED):
-            for b, path in _write_buckets(files.folder("typed"), chunk, SPLIT_KEYS, buckets):
+            for b, path in write_buckets(files.folder("typed"), chunk, SPLIT_KEYS, buckets):
                 yield _carrier(TYPED_FILE, path, b)
 
     return run
@@ -235,7 +235,7 @@ def _step2(
     if judged.facts.num_rows:
         yield _carrier(FACTS_FILE, write_scratch(files.folder("facts"), judged.facts))
     ends = judged.ends.cast(R.ENDS)
-    for b, path in _write_buckets(files.folder("ends"), ends, (C.TRACE_ID, C.MSG_ID), buckets):
+    for b, path in write_buckets(files.folder("ends"), ends, (C.TRACE_ID, C.MSG_ID), buckets):
         yield _carrier(ENDS_FILE, path, b)
 
 
