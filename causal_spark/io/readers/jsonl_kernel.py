@@ -1,0 +1,545 @@
+"""JSON Lines parsed in Python tasks: byte-range splits, lines, raw-row columns (no Spark).
+
+The rows equal those Spark's own read gave (the text source, `from_json` of `[line]`
+into strings and `json_object_keys`; docs/ingest.md): a line ends at `\\n`, `\\r` or
+`\\r\\n`; a UTF-8 byte-order mark opens a file's first line and is dropped; a line of
+spaces only is skipped but counted; a field's value is its string, or the JSON text of
+any other value as Jackson writes it (`-0` is `0`, `1e3` is `1000.0`, objects compact,
+a lone surrogate `?`), null when absent or null; the reasons of `parse_reason`:
+
+- not valid UTF-8;
+- not a JSON object (not `{`, or the first object is not JSON; single quotes and raw
+  control characters in strings are accepted there, as Jackson's leniency gives);
+- more than one JSON object on the line (text after the object other than `]`, or a raw
+  control character in a string);
+- a field is given twice in one object (among the input fields, names decoded).
+
+A split [start, end) of a file holds the lines that start in it; its first line's number
+is one more than the line ends before it (counted by `line_ends`, one small job). Lines
+are parsed by orjson; a line it rejects, or whose result cannot be trusted to equal
+Jackson's (a backslash, a nested value in a field, a field's name twice in its text, a
+long line), is parsed again by `parse_line`, which follows the rules above exactly.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
+from decimal import Decimal
+from typing import IO, Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from causal_spark import columns as C
+from causal_spark.io.raw import FILE_ID, INPUT_FIELDS, PARSE_ERROR
+
+NOT_UTF8 = "not valid UTF-8"
+NOT_OBJECT = "not a JSON object"
+TWO_OBJECTS = "more than one JSON object on the line (a second object or trailing text)"
+TWICE = "a field is given twice in one object"
+
+# bytes a task reads at once (a piece ends at a line's end)
+PIECE_BYTES = 8 << 20
+# a line longer than this is parsed by `parse_line` (Jackson's limits: nesting 1000,
+# a number of 1000 characters)
+LONG_LINE = 1000
+BOM = b"\xef\xbb\xbf"
+
+SCHEMA = pa.schema(
+    [
+        pa.field(FILE_ID, pa.int32(), False),
+        pa.field(C.LINE, pa.int64(), False),
+        pa.field(C.RAW, pa.string()),
+        *[pa.field(n, pa.string()) for n in INPUT_FIELDS],
+        pa.field(PARSE_ERROR, pa.string()),
+    ]
+)
+
+_ENDS = re.compile(rb"\r\n|\r|\n")
+_FIELDS = frozenset(INPUT_FIELDS)
+_JSON_SPACE = " \t\n\r"
+
+
+# --- numbers and values as Jackson writes them ------------------------------------
+
+
+def java_double(x: float) -> str:
+    """A double as Jackson's generator writes it (Java's `Double.toString`, shortest
+    digits): `1.5`, `1000.0`, `1.0E-8`, `-0.0`; infinities are quoted strings."""
+    if math.isnan(x):
+        return '"NaN"'
+    if math.isinf(x):
+        return '"Infinity"' if x > 0 else '"-Infinity"'
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    a = abs(x)
+    if 1e-3 <= a < 1e7:
+        return repr(x)  # fixed notation with a '.' in this range
+    _, digits, exponent = Decimal(repr(a)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) + int(exponent) - 1
+    body = text[0] + "." + (text[1:] or "0")
+    return ("-" if x < 0 else "") + f"{body}E{power}"
+
+
+class _Number(str):
+    """A number's text as Jackson writes it (a `json` hook's result)."""
+
+
+class _Object(list):  # type: ignore[type-arg]
+    """An object's (name, value) pairs in order, names repeated as given."""
+
+
+def _int(text: str) -> _Number:
+    if len(text) > LONG_LINE:
+        raise ValueError("number too long")
+    return _Number(str(int(text)))
+
+
+def _float(text: str) -> _Number:
+    if len(text) > LONG_LINE:
+        raise ValueError("number too long")
+    return _Number(java_double(float(text)))
+
+
+def _constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
+_LENIENT = json.JSONDecoder(
+    object_pairs_hook=_Object,
+    parse_float=_float,
+    parse_int=_int,
+    parse_constant=_constant,
+    strict=False,
+)
+_STRICT = json.JSONDecoder(
+    object_pairs_hook=_Object, parse_float=_float, parse_int=_int, parse_constant=_constant
+)
+_CONTROL = re.compile("[\x00-\x1f]")
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
+            "\r": "\\r"}  # fmt: skip
+_TO_ESCAPE = re.compile('["\\\\\x00-\x1f]')
+
+
+def _utf8(text: str) -> str:
+    """As Java's UTF-8 encoder leaves a string: an unpaired surrogate becomes '?'."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _quoted(text: str) -> str:
+    escaped = _TO_ESCAPE.sub(lambda m: _ESCAPES.get(m[0], f"\\u{ord(m[0]):04X}"), text)
+    return f'"{escaped}"'
+
+
+def _compact(value: Any) -> str:
+    """A nested value as Jackson's generator copies it: compact, names kept as given."""
+    if isinstance(value, _Object):
+        return "{" + ",".join(f"{_quoted(k)}:{_compact(v)}" for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_compact(v) for v in value) + "]"
+    if isinstance(value, _Number):
+        return str(value)
+    if isinstance(value, str):
+        return _quoted(value)
+    if value is None:
+        return "null"
+    return "true" if value else "false"
+
+
+def _field_text(value: Any) -> str | None:
+    """A field's value as a string, as `from_json` into a string gives it."""
+    if value is None:
+        return None
+    if isinstance(value, _Number):
+        return str(value)
+    if isinstance(value, str):
+        return _utf8(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return _utf8(_compact(value))
+
+
+def _double_quoted(text: str) -> str:
+    """Single-quoted strings (which Jackson's leniency accepts) as double-quoted ones."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"' or ch == "'":
+            quote, j = ch, i + 1
+            part = ['"']
+            while j < n and text[j] != quote:
+                if text[j] == "\\" and j + 1 < n:
+                    part.append("'" if text[j + 1] == "'" else text[j : j + 2])
+                    j += 2
+                    continue
+                part.append('\\"' if text[j] == '"' else text[j])
+                j += 1
+            part.append('"')
+            out.append("".join(part))
+            i = j + 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def parse_line(line: bytes) -> tuple[list[str | None], str | None]:
+    """One non-blank line: the input fields (in `INPUT_FIELDS` order) and the reason it
+    is rejected (then every field is None). The exact rules; slower than `parse_lines`."""
+    nothing: list[str | None] = [None] * len(INPUT_FIELDS)
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return nothing, NOT_UTF8
+    if "'" in text:
+        text = _double_quoted(text)
+    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    if not text.startswith("{", start):
+        return nothing, NOT_OBJECT
+    try:
+        obj, end = _LENIENT.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return nothing, NOT_OBJECT
+    rest = text[end:].lstrip(_JSON_SPACE)
+    if rest and not rest.startswith("]"):
+        return nothing, TWO_OBJECTS
+    if _CONTROL.search(text):
+        try:
+            _STRICT.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            return nothing, TWO_OBJECTS
+    ours = [k for k, _ in obj if k in _FIELDS]
+    if len(ours) != len(set(ours)):
+        return nothing, TWICE
+    values = {k: v for k, v in obj if k in _FIELDS}
+    return [_field_text(values.get(n)) for n in INPUT_FIELDS], None
+
+
+# --- the fast path over many lines ------------------------------------------------
+
+
+def _column(values: list[Any], slow: set[int]) -> pa.Array:
+    """A field's values from orjson as strings; a value whose text orjson cannot give
+    as Jackson would (an object, an array) marks its line for `parse_line`."""
+    types = set(map(type, values))
+    if types <= {str, type(None)}:
+        return pa.array(values, pa.string())
+    if types <= {int, type(None)}:
+        try:
+            return pa.array(values, pa.int64()).cast(pa.string())
+        except (pa.ArrowInvalid, OverflowError):
+            pass
+    if types <= {float, type(None)}:
+        doubles = pa.array(values, pa.float64())
+        # orjson reads an integer beyond 64 bits as a double: its digits are lost
+        huge = pc.fill_null(pc.greater_equal(pc.abs(doubles), 2.0**63), False)
+        if not pc.any(huge).as_py():
+            return _doubles(doubles)
+    out: list[str | None] = []
+    for i, v in enumerate(values):
+        if v is None or type(v) is str:
+            out.append(v)
+        elif type(v) is bool:
+            out.append("true" if v else "false")
+        elif type(v) is int:
+            out.append(str(v))
+        elif type(v) is float and abs(v) < 2.0**63:
+            out.append(java_double(v))
+        else:
+            slow.add(i)
+            out.append(None)
+    return pa.array(out, pa.string())
+
+
+def _doubles(values: pa.Array) -> pa.Array:
+    """Doubles as `java_double` writes them: Arrow's shortest digits in the fixed range,
+    with '.0' when it writes none; the others one by one."""
+    text = values.cast(pa.string())
+    text = pc.if_else(
+        pc.match_substring(text, "."), text, pc.binary_join_element_wise(text, ".0", "")
+    )
+    magnitude = pc.abs(values)
+    fixed = pc.and_(pc.greater_equal(magnitude, 1e-3), pc.less(magnitude, 1e7))
+    other = pc.invert(pc.fill_null(fixed, True))
+    if pc.any(other).as_py():
+        chosen = pc.filter(values, other).to_pylist()
+        text = pc.replace_with_mask(
+            text, other, pa.array([java_double(v) for v in chosen], pa.string())
+        )
+    return text
+
+
+def _needle(name: str) -> bytes:
+    return f'"{name}"'.encode()
+
+
+_NEEDLES = {n: _needle(n) for n in INPUT_FIELDS}
+
+
+def parse_lines(
+    lines: Sequence[bytes], numbers: np.ndarray, file_id: int, text: bytes | None = None
+) -> pa.RecordBatch:
+    """Non-blank lines (with their line numbers) as raw rows (`SCHEMA`). `text`: the bytes
+    the lines were cut from (a field's name is counted there once, not per line)."""
+    n = len(lines)
+    if text is None:
+        text = b"\n".join(lines)
+    slow: set[int] = set()
+    if b"\\" in text:
+        slow.update(i for i, line in enumerate(lines) if b"\\" in line)
+    if n and max(map(len, lines)) > LONG_LINE:
+        slow.update(i for i, line in enumerate(lines) if len(line) > LONG_LINE)
+    loads = orjson.loads
+    objs: list[Any]
+    try:
+        objs = list(map(loads, lines))
+    except orjson.JSONDecodeError:
+        objs = []
+        for i, line in enumerate(lines):
+            try:
+                objs.append(loads(line))
+            except orjson.JSONDecodeError:
+                objs.append({})
+                slow.add(i)
+    if set(map(type, objs)) - {dict}:
+        for i, o in enumerate(objs):
+            if type(o) is not dict:
+                objs[i] = {}
+                slow.add(i)
+    for i in slow:
+        objs[i] = {}
+    columns: list[pa.Array] = []
+    for name in INPUT_FIELDS:
+        values = [o.get(name) for o in objs]
+        needle = _NEEDLES[name]
+        given = n - values.count(None)
+        if text.count(needle) != given:
+            # a name counted more than it is given: a line may give it twice
+            slow.update(
+                i for i, line in enumerate(lines) if i not in slow and line.count(needle) > 1
+            )
+        columns.append(_column(values, slow))
+    errors = pa.nulls(n, pa.string())
+    if slow:
+        order = sorted(slow)
+        mask = np.zeros(n, dtype=bool)
+        mask[order] = True
+        parsed = [parse_line(lines[i]) for i in order]
+        for j in range(len(INPUT_FIELDS)):
+            columns[j] = pc.replace_with_mask(
+                columns[j], pa.array(mask), pa.array([p[0][j] for p in parsed], pa.string())
+            )
+        errors = pc.replace_with_mask(
+            errors, pa.array(mask), pa.array([p[1] for p in parsed], pa.string())
+        )
+    raw = pa.array(lines, pa.binary()).view(pa.string())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(np.full(n, file_id, dtype=np.int32)),
+            pa.array(numbers.astype(np.int64, copy=False)),
+            raw,
+            *columns,
+            errors,
+        ],
+        schema=SCHEMA,
+    )
+
+
+# --- lines of a split -------------------------------------------------------------
+
+
+def split_lines(piece: bytes) -> list[bytes]:
+    """The lines of bytes that end at a line's end (or the file's): the final empty part
+    after the last line end is no line."""
+    parts = _ENDS.split(piece) if b"\r" in piece else piece.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return parts
+
+
+def _blank_free(piece: bytes, lines: list[bytes]) -> bool:
+    return (
+        b"" not in lines
+        and b"\n " not in piece
+        and b"\r " not in piece
+        and (not piece.startswith(b" "))
+    )
+
+
+def rows_of_piece(piece: bytes, first_line: int, file_id: int) -> tuple[pa.RecordBatch | None, int]:
+    """The raw rows of the whole lines `piece` holds, the first numbered `first_line`
+    (None: only blank lines), and how many lines it holds."""
+    lines = split_lines(piece)
+    count = len(lines)
+    numbers = np.arange(first_line, first_line + count, dtype=np.int64)
+    piece_text: bytes | None = piece
+    if not _blank_free(piece, lines):
+        keep = [i for i, line in enumerate(lines) if line.strip(b" ")]
+        lines = [lines[i] for i in keep]
+        numbers = numbers[keep]
+        piece_text = None
+    if not lines:
+        return None, count
+    return parse_lines(lines, numbers, file_id, piece_text), count
+
+
+def line_ends(data: bytes, size: int) -> int:
+    """Line ends whose last byte lies in data[:size] (`data` may hold one byte more, to
+    see a `\\r\\n` across the split's end)."""
+    head = data[:size]
+    ends = head.count(b"\n")
+    if b"\r" in head:
+        ends += head.count(b"\r") - data.count(b"\r\n")
+    return ends
+
+
+def count_line_ends(path: str, start: int, end: int) -> int:
+    """`line_ends` of the split [start, end) of a plain file."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start + 1)
+    return line_ends(data, end - start)
+
+
+def _first_line_start(fh: IO[bytes], start: int) -> tuple[int, bool]:
+    """Where the first line that starts at or after `start` (> 0) starts, and whether the
+    line end before it has its last byte at or after `start`."""
+    fh.seek(start - 1)
+    pos = start - 1
+    while True:
+        block = fh.read(1 << 16)
+        if not block:
+            return pos, False
+        n_at, r_at = block.find(b"\n"), block.find(b"\r")
+        hits = [i for i in (n_at, r_at) if i >= 0]
+        if hits:
+            i = min(hits)
+            at = pos + i
+            if block[i : i + 1] == b"\r":
+                following = block[i + 1 : i + 2]
+                if not following:
+                    following = fh.read(1)
+                if following == b"\n":
+                    return at + 2, at + 1 >= start
+            return at + 1, at >= start
+        pos += len(block)
+
+
+def _cut(data: bytes, final: bool) -> int:
+    """Bytes of `data` up to its last whole line's end (0: none). Unless `final`, a `\\r`
+    last may be the start of `\\r\\n`: it is left for the next read."""
+    last_n = data.rfind(b"\n")
+    last_r = data.rfind(b"\r", 0, len(data) if final else len(data) - 1)
+    return max(last_n, last_r) + 1
+
+
+def _rest_of_line(fh: IO[bytes]) -> bytes:
+    """The bytes from `fh`'s position to the first line end, included (or the end)."""
+    out: list[bytes] = []
+    while True:
+        block = fh.read(1 << 16)
+        if not block:
+            return b"".join(out)
+        hits = [i for i in (block.find(b"\n"), block.find(b"\r")) if i >= 0]
+        if hits:
+            out.append(block[: min(hits) + 1])
+            return b"".join(out)
+        out.append(block)
+
+
+def _pieces(fh: IO[bytes], budget: int | None, piece_bytes: int) -> Iterator[bytes]:
+    """Pieces of whole lines from `fh`'s position: the lines that start within `budget`
+    bytes (None: to the end of the file), the last one read to its end."""
+    held = b""
+    left = budget
+    while left is None or left > 0:
+        block = fh.read(piece_bytes if left is None else min(piece_bytes, left))
+        if not block:
+            if held:
+                yield held
+            return
+        if left is not None:
+            left -= len(block)
+        data = held + block
+        cut = _cut(data, final=left == 0)
+        if cut:
+            yield data[:cut]
+        held = data[cut:]
+    if held:
+        # a line that starts within the budget and ends after it
+        yield held + _rest_of_line(fh)
+
+
+def plan_splits(size: int, split_bytes: int) -> list[tuple[int, int]]:
+    """A plain file of `size` bytes cut in [start, end) splits of about `split_bytes`."""
+    count = max(1, math.ceil(size / max(1, split_bytes)))
+    bounds = [size * i // count for i in range(count + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(count)]
+
+
+def first_lines(ends: Sequence[int]) -> list[int]:
+    """Of a file's splits' `line_ends` in order: 1 + the line ends before each split."""
+    return [1 + int(x) for x in np.concatenate([[0], np.cumsum(ends[:-1])]).tolist()]
+
+
+def read_file(path: str, split_bytes: int, piece_bytes: int = PIECE_BYTES) -> pa.Table:
+    """A whole file read as the Spark job reads it, split by split (tests; no Spark)."""
+    import os
+
+    if path.lower().endswith(".gz"):
+        batches = list(read_split(path, 0, 0, None, 1, piece_bytes))
+    else:
+        splits = plan_splits(os.path.getsize(path), split_bytes)
+        starts = first_lines([count_line_ends(path, s, e) for s, e in splits])
+        batches = [
+            b
+            for (s, e), first in zip(splits, starts, strict=True)
+            for b in read_split(path, 0, s, e, first, piece_bytes)
+        ]
+    return pa.Table.from_batches(batches, schema=SCHEMA)
+
+
+def read_split(
+    path: str,
+    file_id: int,
+    start: int,
+    end: int | None,
+    first_line: int,
+    piece_bytes: int = PIECE_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """Raw rows of the lines that start in [start, end) of a file (end None: a `.gz` file,
+    read whole); `first_line`: 1 + the line ends before `start`."""
+    opener: Callable[..., IO[bytes]] = gzip.open if end is None else open  # type: ignore[assignment]
+    with opener(path, "rb") as fh:
+        if end is None or start == 0:
+            head = fh.read(len(BOM))
+            if head != BOM:
+                fh.seek(0)
+            at = fh.tell()
+            line = first_line
+        else:
+            at, counted = _first_line_start(fh, start)
+            line = first_line + (1 if counted else 0)
+            fh.seek(at)
+        budget = None if end is None else end - at
+        if budget is not None and start == 0:
+            budget = max(budget, 1)  # the first line starts at 0, before a mark
+        if budget is not None and budget <= 0:
+            return
+        for piece in _pieces(fh, budget, piece_bytes):
+            batch, count = rows_of_piece(piece, line, file_id)
+            line += count
+            if batch is not None:
+                yield batch
