@@ -288,11 +288,62 @@ def _needle(name: str) -> bytes:
 _NEEDLES = {n: _needle(n) for n in INPUT_FIELDS}
 
 
+def _struct_of(objs: list[Any]) -> pa.StructArray | None:
+    """The objects as one Arrow struct array (None: a field's values of kinds Arrow does
+    not put in one array, such as a string and a number)."""
+    try:
+        struct = pa.array(objs)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        return None
+    return struct if pa.types.is_struct(struct.type) else None
+
+
+def _child(struct: pa.StructArray | None, name: str, n: int) -> pa.Array | None:
+    """A field's strings from the struct array, where its type keeps the text Jackson
+    writes (None: build them from the values one by one)."""
+    if struct is None:
+        return None
+    index = struct.type.get_field_index(name)
+    if index < 0:
+        return pa.nulls(n, pa.string())
+    child = struct.field(index)
+    if child.type == pa.string():
+        return child
+    if child.type == pa.null():
+        return pa.nulls(n, pa.string())
+    if child.type == pa.int64():
+        return child.cast(pa.string())
+    if child.type == pa.float64():
+        # an integral double may have been an integer (`1` beside `0.5`: Arrow makes both
+        # doubles; beyond 64 bits: orjson does), whose text is not the double's
+        if pc.any(pc.equal(pc.floor(child), child)).as_py():
+            return None
+        return _doubles(child)
+    return None
+
+
+def _names_once(text: bytes, objs: list[Any]) -> bool:
+    """Whether no object names a field twice, from one count: in text without escapes or
+    a space after a closing quote, every `":` ends a name; as many as the objects' names
+    means no name twice (and no nested object, and no line orjson did not read)."""
+    return (
+        b"\\" not in text
+        and b'" ' not in text
+        and b'"\t' not in text
+        and text.count(b'":') == sum(map(len, objs))
+    )
+
+
 def parse_lines(
-    lines: Sequence[bytes], numbers: np.ndarray, file_id: int, text: bytes | None = None
+    lines: Sequence[bytes],
+    numbers: np.ndarray,
+    file_id: int,
+    text: bytes | None = None,
+    raw: pa.Array | None = None,
 ) -> pa.RecordBatch:
     """Non-blank lines (with their line numbers) as raw rows (`SCHEMA`). `text`: the bytes
-    the lines were cut from (a field's name is counted there once, not per line)."""
+    the lines were cut from (names are counted there, not line by line); `raw`: the
+    lines as a string array, when built already."""
     n = len(lines)
     if text is None:
         text = b"\n".join(lines)
@@ -320,17 +371,20 @@ def parse_lines(
                 slow.add(i)
     for i in slow:
         objs[i] = {}
+    struct = _struct_of(objs)
+    once = _names_once(text, objs)
     columns: list[pa.Array] = []
     for name in INPUT_FIELDS:
-        values = [o.get(name) for o in objs]
+        column = _child(struct, name, n)
+        if column is None:
+            column = _column([o.get(name) for o in objs], slow)
         needle = _NEEDLES[name]
-        given = n - values.count(None)
-        if text.count(needle) != given:
-            # a name counted more than it is given: a line may give it twice
+        if not once and text.count(needle) != n - column.null_count:
+            # a name counted more often than it is given: a line may give it twice
             slow.update(
                 i for i, line in enumerate(lines) if i not in slow and line.count(needle) > 1
             )
-        columns.append(_column(values, slow))
+        columns.append(column)
     errors = pa.nulls(n, pa.string())
     if slow:
         order = sorted(slow)
@@ -344,7 +398,8 @@ def parse_lines(
         errors = pc.replace_with_mask(
             errors, pa.array(mask), pa.array([p[1] for p in parsed], pa.string())
         )
-    raw = pa.array(lines, pa.binary()).view(pa.string())
+    if raw is None:
+        raw = pa.array(lines, pa.binary()).view(pa.string())
     return pa.RecordBatch.from_arrays(
         [
             pa.array(np.full(n, file_id, dtype=np.int32)),
@@ -370,11 +425,28 @@ def split_lines(piece: bytes) -> list[bytes]:
 
 
 def _blank_free(piece: bytes, lines: list[bytes]) -> bool:
-    return (
-        b"" not in lines
-        and b"\n " not in piece
-        and b"\r " not in piece
-        and (not piece.startswith(b" "))
+    if b" " in piece[:1] or b"\n " in piece:
+        return False
+    if b"\r" in piece:
+        return b"" not in lines and b"\r " not in piece
+    return b"\n\n" not in piece and not piece.startswith(b"\n")
+
+
+def _raw_of(piece: bytes, count: int) -> pa.Array | None:
+    """The `count` lines of a piece cut at `\\n` only (no blank line) as a string array,
+    built from the piece without its line ends (None: the piece has a `\\r`)."""
+    if b"\r" in piece:
+        return None
+    body = piece if piece.endswith(b"\n") else piece + b"\n"
+    ends = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 10)
+    if len(ends) != count or len(body) >= 1 << 31:
+        return None
+    offsets = np.empty(count + 1, dtype=np.int32)
+    offsets[0] = 0
+    offsets[1:] = ends - np.arange(count)
+    data = body.replace(b"\n", b"")
+    return pa.Array.from_buffers(
+        pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
 
 
@@ -385,14 +457,17 @@ def rows_of_piece(piece: bytes, first_line: int, file_id: int) -> tuple[pa.Recor
     count = len(lines)
     numbers = np.arange(first_line, first_line + count, dtype=np.int64)
     piece_text: bytes | None = piece
+    raw: pa.Array | None = None
     if not _blank_free(piece, lines):
         keep = [i for i, line in enumerate(lines) if line.strip(b" ")]
         lines = [lines[i] for i in keep]
         numbers = numbers[keep]
         piece_text = None
+    else:
+        raw = _raw_of(piece, count)
     if not lines:
         return None, count
-    return parse_lines(lines, numbers, file_id, piece_text), count
+    return parse_lines(lines, numbers, file_id, piece_text, raw), count
 
 
 def line_ends(data: bytes, size: int) -> int:
