@@ -155,3 +155,12 @@ def test_every_line_once_with_its_number(
     table = K.read_file(str(path), split_bytes, piece_bytes)
     got = list(zip(table.column("line").to_pylist(), table.column("raw").to_pylist(), strict=True))
     assert got == [(n, p.decode("utf-8", "replace")) for n, p in want]
+
+
+def test_without_text_raw_only_on_rows_rejected_here() -> None:
+    piece = b'{"process":"a"}\nx\n{"seq":1,"seq":2}\n{"seq":"1"}\n'
+    with_text, _ = K.rows_of_piece(piece, 1, 0)
+    without, _ = K.rows_of_piece(piece, 1, 0, keep_text=False)
+    assert with_text is not None and without is not None
+    assert without.column("raw").to_pylist() == [None, "x", '{"seq":1,"seq":2}', None]
+    assert without.drop_columns(["raw"]).equals(with_text.drop_columns(["raw"]))

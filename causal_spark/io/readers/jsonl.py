@@ -30,8 +30,9 @@ def _ddl(schema: pa.Schema) -> str:
     return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
 
 
-def read_jsonl(spark: SparkSession, files: Sequence[InputFile]) -> DataFrame:
-    """Raw rows (`jsonl_kernel.SCHEMA`) of the JSON Lines files: a row per non-blank line."""
+def read_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = True) -> DataFrame:
+    """Raw rows (`jsonl_kernel.SCHEMA`) of the JSON Lines files: a row per non-blank line
+    (text=False: `raw` only on rows rejected here)."""
     split_bytes = _split_bytes(spark)
     splits: list[tuple[int, str, int, int | None]] = []
     for f in files:
@@ -65,6 +66,6 @@ def read_jsonl(spark: SparkSession, files: Sequence[InputFile]) -> DataFrame:
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 file_id, path, start, end, line = tasks[index]
-                yield from K.read_split(path, file_id, start, end, line)
+                yield from K.read_split(path, file_id, start, end, line, keep_text=text)
 
     return spark.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(run, _ddl(K.SCHEMA))

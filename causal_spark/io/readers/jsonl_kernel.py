@@ -340,10 +340,12 @@ def parse_lines(
     file_id: int,
     text: bytes | None = None,
     raw: pa.Array | None = None,
+    keep_text: bool = True,
 ) -> pa.RecordBatch:
     """Non-blank lines (with their line numbers) as raw rows (`SCHEMA`). `text`: the bytes
     the lines were cut from (names are counted there, not line by line); `raw`: the
-    lines as a string array, when built already."""
+    lines as a string array, when built already; keep_text=False: `raw` only on the rows
+    rejected here (ingest reads the text of the rows it rejects later again)."""
     n = len(lines)
     if text is None:
         text = b"\n".join(lines)
@@ -398,7 +400,14 @@ def parse_lines(
         errors = pc.replace_with_mask(
             errors, pa.array(mask), pa.array([p[1] for p in parsed], pa.string())
         )
-    if raw is None:
+    if not keep_text:
+        rejected = [i for i in sorted(slow) if errors[i].is_valid]
+        raw = pc.replace_with_mask(
+            pa.nulls(n, pa.string()),
+            pa.array(np.isin(np.arange(n), rejected)),
+            pa.array([lines[i] for i in rejected], pa.binary()).view(pa.string()),
+        )
+    elif raw is None:
         raw = pa.array(lines, pa.binary()).view(pa.string())
     return pa.RecordBatch.from_arrays(
         [
@@ -450,7 +459,9 @@ def _raw_of(piece: bytes, count: int) -> pa.Array | None:
     )
 
 
-def rows_of_piece(piece: bytes, first_line: int, file_id: int) -> tuple[pa.RecordBatch | None, int]:
+def rows_of_piece(
+    piece: bytes, first_line: int, file_id: int, keep_text: bool = True
+) -> tuple[pa.RecordBatch | None, int]:
     """The raw rows of the whole lines `piece` holds, the first numbered `first_line`
     (None: only blank lines), and how many lines it holds."""
     lines = split_lines(piece)
@@ -463,11 +474,11 @@ def rows_of_piece(piece: bytes, first_line: int, file_id: int) -> tuple[pa.Recor
         lines = [lines[i] for i in keep]
         numbers = numbers[keep]
         piece_text = None
-    else:
+    elif keep_text:
         raw = _raw_of(piece, count)
     if not lines:
         return None, count
-    return parse_lines(lines, numbers, file_id, piece_text, raw), count
+    return parse_lines(lines, numbers, file_id, piece_text, raw, keep_text), count
 
 
 def line_ends(data: bytes, size: int) -> int:
@@ -593,6 +604,7 @@ def read_split(
     end: int | None,
     first_line: int,
     piece_bytes: int = PIECE_BYTES,
+    keep_text: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Raw rows of the lines that start in [start, end) of a file (end None: a `.gz` file,
     read whole); `first_line`: 1 + the line ends before `start`."""
@@ -614,7 +626,7 @@ def read_split(
         if budget is not None and budget <= 0:
             return
         for piece in _pieces(fh, budget, piece_bytes):
-            batch, count = rows_of_piece(piece, line, file_id)
+            batch, count = rows_of_piece(piece, line, file_id, keep_text)
             line += count
             if batch is not None:
                 yield batch
