@@ -101,11 +101,28 @@ def test_fast_path_equals_the_exact_parser(
         (pad + "{" + ",".join(f"{json.dumps(k)}:{_encode(v)}" for k, v in obj) + "}").encode()
         for obj in objects
     ]
-    batch = K.parse_lines(lines, np.arange(1, len(lines) + 1), 0)
-    for i, line in enumerate(lines):
-        fields, error = K.parse_line(line)
-        assert [batch.column(n)[i].as_py() for n in INPUT_FIELDS] == fields, line
-        assert batch.column("parse_error")[i].as_py() == error, line
+    numbers = np.arange(1, len(lines) + 1)
+    batches = [K.parse_lines(lines, numbers, 0)]
+    # Arrow's reader, where it vouches for a piece
+    arrow = K._arrow_rows(b"\n".join(lines) + b"\n", len(lines), numbers, 0, True)
+    if arrow is not None:
+        batches.append(arrow)
+    for batch in batches:
+        for i, line in enumerate(lines):
+            fields, error = K.parse_line(line)
+            assert [batch.column(n)[i].as_py() for n in INPUT_FIELDS] == fields, line
+            assert batch.column("parse_error")[i].as_py() == error, line
+            assert batch.column("raw")[i].as_py() == line.decode(), line
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=30).filter(lambda b: b"\n" not in b and b"\r" not in b)))
+def test_any_bytes_give_one_row_a_line(lines: list[bytes]) -> None:
+    piece = b"".join(line + b"\n" for line in lines)
+    batch, count = K.rows_of_piece(piece, 1, 0)
+    assert count == len(lines)
+    kept = [i + 1 for i, line in enumerate(lines) if line.strip(b" ")]
+    assert (batch.column("line").to_pylist() if batch is not None else []) == kept
 
 
 @settings(max_examples=500, deadline=None)

@@ -35,6 +35,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from causal_spark import columns as C
 from causal_spark.io.raw import FILE_ID, INPUT_FIELDS, PARSE_ERROR
@@ -459,6 +460,93 @@ def _raw_of(piece: bytes, count: int) -> pa.Array | None:
     )
 
 
+# bytes that send a piece past Arrow's JSON reader: control characters (a tab or other
+# inside a string is an error to Spark's from_json; a line of tabs is no line to Arrow)
+_CONTROL_BYTES = re.compile(rb"[\x00-\x09\x0b-\x1f]")
+
+
+def _arrow_rows(
+    piece: bytes, count: int, numbers: np.ndarray, file_id: int, keep_text: bool
+) -> pa.RecordBatch | None:
+    """The rows of a piece of `count` non-blank lines cut at `\\n`, by Arrow's JSON reader
+    (one pass in C++), where its result is sure to be Spark's; else None (`parse_lines`).
+
+    Sure: every line starts with `{`; no `\\r`, escape or control character; valid
+    UTF-8; no line over LONG_LINE;
+    Arrow reads one object a line (a name twice, a line that is no object, a field of two
+    kinds fail it); each input field a string, an integer or a double that is no integer
+    (an integral double may have been `1e3` or `2.0`, whose text is not the double's)."""
+    if b"\r" in piece or b"\\" in piece or _CONTROL_BYTES.search(piece):
+        return None
+    if not piece.isascii():
+        try:
+            piece.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    body = piece if piece.endswith(b"\n") else piece + b"\n"
+    array = np.frombuffer(body, dtype=np.uint8)
+    ends = np.flatnonzero(array == 10)
+    if not count or len(ends) != count or len(body) >= 1 << 31:
+        return None
+    if int(np.max(np.diff(ends, prepend=-1))) - 1 > LONG_LINE:
+        return None
+    # every line opens an object (Arrow's reader crashes on a document that is `null`)
+    if not np.all(array[np.concatenate(([0], ends[:-1] + 1))] == ord("{")):
+        return None
+    try:
+        table = pj.read_json(
+            pa.BufferReader(body),
+            read_options=pj.ReadOptions(use_threads=False, block_size=len(body) + 1),
+        )
+    except pa.ArrowException:
+        return None
+    if table.num_rows != count:
+        return None
+    kept = (pa.string(), pa.null(), pa.int64(), pa.float64())
+    if any(table.schema.field(n).type not in kept for n in INPUT_FIELDS if n in table.schema.names):
+        return None  # a nested value, a boolean: parse_lines gives their text
+    columns: list[pa.Array] = []
+    for name in INPUT_FIELDS:
+        if name not in table.column_names:
+            columns.append(pa.nulls(count, pa.string()))
+            continue
+        column = table.column(name).combine_chunks()
+        if column.type == pa.string():
+            columns.append(column)
+        elif column.type == pa.null():
+            columns.append(pa.nulls(count, pa.string()))
+        elif column.type == pa.int64():
+            columns.append(column.cast(pa.string()))
+        elif column.type == pa.float64():
+            if pc.any(pc.equal(pc.floor(column), column)).as_py():
+                return None
+            if pc.any(pc.invert(pc.is_finite(column))).as_py():
+                return None  # NaN or Infinity: Arrow reads them, Spark's JSON does not
+            columns.append(_doubles(column))
+        else:
+            return None
+    if keep_text:
+        offsets = np.empty(count + 1, dtype=np.int32)
+        offsets[0] = 0
+        offsets[1:] = ends - np.arange(count)
+        data = body.replace(b"\n", b"")
+        raw = pa.Array.from_buffers(
+            pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        )
+    else:
+        raw = pa.nulls(count, pa.string())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(np.full(count, file_id, dtype=np.int32)),
+            pa.array(numbers.astype(np.int64, copy=False)),
+            raw,
+            *columns,
+            pa.nulls(count, pa.string()),
+        ],
+        schema=SCHEMA,
+    )
+
+
 def rows_of_piece(
     piece: bytes, first_line: int, file_id: int, keep_text: bool = True
 ) -> tuple[pa.RecordBatch | None, int]:
@@ -474,8 +562,12 @@ def rows_of_piece(
         lines = [lines[i] for i in keep]
         numbers = numbers[keep]
         piece_text = None
-    elif keep_text:
-        raw = _raw_of(piece, count)
+    else:
+        fast = _arrow_rows(piece, count, numbers, file_id, keep_text)
+        if fast is not None:
+            return fast, count
+        if keep_text:
+            raw = _raw_of(piece, count)
     if not lines:
         return None, count
     return parse_lines(lines, numbers, file_id, piece_text, raw, keep_text), count
