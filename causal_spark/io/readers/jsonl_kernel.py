@@ -268,9 +268,11 @@ def _doubles(values: pa.Array) -> pa.Array:
     """Doubles as `java_double` writes them: Arrow's shortest digits in the fixed range,
     with '.0' when it writes none; the others one by one."""
     text = values.cast(pa.string())
-    text = pc.if_else(
-        pc.match_substring(text, "."), text, pc.binary_join_element_wise(text, ".0", "")
-    )
+    bare = pc.invert(pc.fill_null(pc.match_substring(text, "."), True))
+    if pc.any(bare).as_py():
+        # (a join over all rows costs 30x the cast: only those without a point)
+        joined = [f"{t}.0" for t in pc.filter(text, bare).to_pylist()]
+        text = pc.replace_with_mask(text, bare, pa.array(joined, pa.string()))
     magnitude = pc.abs(values)
     fixed = pc.and_(pc.greater_equal(magnitude, 1e-3), pc.less(magnitude, 1e7))
     other = pc.invert(pc.fill_null(fixed, True))
@@ -460,11 +462,6 @@ def _raw_of(piece: bytes, count: int) -> pa.Array | None:
     )
 
 
-# bytes that send a piece past Arrow's JSON reader: control characters (a tab or other
-# inside a string is an error to Spark's from_json; a line of tabs is no line to Arrow)
-_CONTROL_BYTES = re.compile(rb"[\x00-\x09\x0b-\x1f]")
-
-
 def _arrow_rows(
     piece: bytes, count: int, numbers: np.ndarray, file_id: int, keep_text: bool
 ) -> pa.RecordBatch | None:
@@ -476,7 +473,7 @@ def _arrow_rows(
     Arrow reads one object a line (a name twice, a line that is no object, a field of two
     kinds fail it); each input field a string, an integer or a double that is no integer
     (an integral double may have been `1e3` or `2.0`, whose text is not the double's)."""
-    if b"\r" in piece or b"\\" in piece or _CONTROL_BYTES.search(piece):
+    if b"\r" in piece or b"\\" in piece:
         return None
     if not piece.isascii():
         try:
@@ -487,6 +484,10 @@ def _arrow_rows(
     array = np.frombuffer(body, dtype=np.uint8)
     ends = np.flatnonzero(array == 10)
     if not count or len(ends) != count or len(body) >= 1 << 31:
+        return None
+    # a control character (a tab, in a string an error to Spark's from_json; a line of
+    # tabs no line to Arrow): the only bytes below 32 are the line ends
+    if np.count_nonzero(array < 32) != count:
         return None
     if int(np.max(np.diff(ends, prepend=-1))) - 1 > LONG_LINE:
         return None
