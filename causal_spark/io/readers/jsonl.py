@@ -48,7 +48,7 @@ def read_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = Tru
     ]
     ends: dict[int, int] = {}
     if counted:
-        work = [(i, splits[i][1], splits[i][2], splits[i][3]) for i in counted]
+        work = [(i, splits[i][1], splits[i][2], int(splits[i][3] or 0)) for i in counted]
         ends = dict(
             spark.sparkContext.parallelize(work, len(work))
             .map(lambda w: (w[0], K.count_line_ends(w[1], w[2], w[3])))
