@@ -54,6 +54,13 @@ def test_rows_equal_sparks_read_whatever_the_splits(name: str, data: bytes, tmp_
         assert got == want, (split_bytes, piece_bytes)
 
 
+def test_the_kernels_names_are_the_raw_rows_names() -> None:
+    from causal_spark.io import raw
+
+    assert K.INPUT_FIELDS == raw.INPUT_FIELDS
+    assert (K.FILE_ID, K.PARSE_ERROR) == (raw.FILE_ID, raw.PARSE_ERROR)
+
+
 def test_a_line_of_tabs_is_not_an_object() -> None:
     # Spark's read failed the whole job on it (index 0 of the empty array of `[\t]`)
     assert K.parse_line(b"\t") == ([None] * len(INPUT_FIELDS), K.NOT_OBJECT)

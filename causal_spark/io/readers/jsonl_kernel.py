@@ -20,7 +20,7 @@ reads its split in pieces of whole lines. A piece is read by Arrow's JSON reader
 its result is sure to be Spark's (`_arrow_rows`), else line by line by orjson; a line
 orjson rejects, or whose result cannot be trusted to equal Jackson's (a backslash, a
 nested value in a field, a field's name twice in its text, a long line), is parsed again
-by `jsonl_exact.parse_line`, which follows the rules above exactly.
+by `jsonl_line_kernel.parse_line`, which follows the rules above exactly.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from causal_spark import columns as C
-from causal_spark.io.raw import FILE_ID, INPUT_FIELDS, PARSE_ERROR
-from causal_spark.io.readers.jsonl_exact import (
+from causal_spark.io.readers.jsonl_line_kernel import (
+    INPUT_FIELDS,
     LONG_LINE,
     NOT_OBJECT,
     NOT_UTF8,
@@ -48,6 +48,10 @@ from causal_spark.io.readers.jsonl_exact import (
     java_double,
     parse_line,
 )
+
+# `io.raw`'s names (an engine module: kernels know no Spark)
+FILE_ID = "file_id"
+PARSE_ERROR = "parse_error"
 
 __all__ = ["LONG_LINE", "NOT_OBJECT", "NOT_UTF8", "TWICE", "TWO_OBJECTS", "java_double",
            "parse_line"]  # fmt: skip
