@@ -42,7 +42,10 @@ from causal_spark.io.raw import (
     whole_file_rows,
     with_file_ids,
 )
+from causal_spark.io.readers.jsonl import read_jsonl
 
+# compressed files Spark's text source would decompress by their name (`.gz`: ours)
+_OTHER_CODECS = (".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".br")
 _BLOCK = "__cs_block_start"
 _ROW_ID = "__cs_row_id"
 _PATH = "__cs_file_uri"
@@ -137,13 +140,36 @@ class JsonLinesReader:
         return False
 
     def read(self, spark: SparkSession, files: Sequence[InputFile], options: object) -> DataFrame:
+        return self._read_all(spark, files, text=True)
+
+    def read_without_text(
+        self, spark: SparkSession, files: Sequence[InputFile], options: object
+    ) -> DataFrame:
+        """As `read`, with `raw` only on the rows rejected here: a line's text would cross
+        from Python to the JVM and back for every row, and only rejected rows need it
+        (ingest reads theirs again)."""
+        return self._read_all(spark, files, text=False)
+
+    def _read_all(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
         readable, bad = _unreadable(files)
         parts = [whole_file_rows(spark, bad)] if bad else []
         if readable:
-            parts.append(self._read(spark, readable))
+            parts.append(self._read(spark, readable, text))
         return _union(parts)
 
-    def _read(self, spark: SparkSession, files: Sequence[InputFile]) -> DataFrame:
+    def _read(
+        self, spark: SparkSession, files: Sequence[InputFile], text: bool = True
+    ) -> DataFrame:
+        # read in Python tasks (io.readers.jsonl); a file another Hadoop codec would
+        # decompress (by its name) is left to Spark's text source
+        ours = [f for f in files if not f.path.lower().endswith(_OTHER_CODECS)]
+        theirs = [f for f in files if f.path.lower().endswith(_OTHER_CODECS)]
+        parts = [read_jsonl(spark, ours, text).transform(_finish)] if ours else []
+        if theirs:
+            parts.append(self._read_spark(spark, theirs))
+        return _union(parts)
+
+    def _read_spark(self, spark: SparkSession, files: Sequence[InputFile]) -> DataFrame:
         fields = ", ".join(f"`{n}`: STRING" for n in INPUT_FIELDS)
         # wrapped in [ ]: Jackson then rejects a second object or trailing text on the line
         parsed = F.from_json(

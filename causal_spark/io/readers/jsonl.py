@@ -1,0 +1,71 @@
+"""JSON Lines read in Python tasks over byte-range splits (`jsonl_kernel`), as raw rows.
+
+Two Spark jobs: the first counts the line ends of every split but each file's last (a
+scan of bytes, no parsing), so that each split knows the number of its first line; the
+second parses the splits, a task each (a `.gz` file is one split: gzip cannot be cut).
+No task holds more than one split, and a split is at most `SPLIT_BYTES` (or Spark's
+`spark.sql.files.maxPartitionBytes`, when smaller) of a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from causal_spark.io.raw import InputFile
+from causal_spark.io.readers import jsonl_kernel as K
+
+SPLIT_BYTES = 64 << 20
+
+
+def _split_bytes(spark: SparkSession) -> int:
+    conf = spark._jsparkSession.sessionState().conf()  # the parsed byte size
+    return max(1, min(SPLIT_BYTES, int(conf.filesMaxPartitionBytes())))
+
+
+def _ddl(schema: pa.Schema) -> str:
+    names = {pa.int32(): "int", pa.int64(): "long", pa.string(): "string"}
+    return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
+
+
+def read_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = True) -> DataFrame:
+    """Raw rows (`jsonl_kernel.SCHEMA`) of the JSON Lines files: a row per non-blank line
+    (text=False: `raw` only on rows rejected here)."""
+    split_bytes = _split_bytes(spark)
+    splits: list[tuple[int, str, int, int | None]] = []
+    for f in files:
+        if f.path.lower().endswith(".gz"):
+            splits.append((f.file_id, f.path, 0, None))
+        else:
+            splits.extend((f.file_id, f.path, s, e) for s, e in K.plan_splits(f.size, split_bytes))
+    # line ends of every split followed by another of the same file
+    counted = [
+        i
+        for i in range(len(splits) - 1)
+        if splits[i][3] is not None and splits[i + 1][0] == splits[i][0]
+    ]
+    ends: dict[int, int] = {}
+    if counted:
+        work = [(i, splits[i][1], splits[i][2], int(splits[i][3] or 0)) for i in counted]
+        ends = dict(
+            spark.sparkContext.parallelize(work, len(work))
+            .map(lambda w: (w[0], K.count_line_ends(w[1], w[2], w[3])))
+            .collect()
+        )
+    tasks: list[tuple[int, str, int, int | None, int]] = []
+    first = 1
+    for i, (file_id, path, start, end) in enumerate(splits):
+        if start == 0:
+            first = 1
+        tasks.append((file_id, path, start, end, first))
+        first += ends.get(i, 0)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                file_id, path, start, end, line = tasks[index]
+                yield from K.read_split(path, file_id, start, end, line, keep_text=text)
+
+    return spark.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(run, _ddl(K.SCHEMA))
