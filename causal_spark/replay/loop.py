@@ -257,7 +257,7 @@ def _ov_next(st, eng, lay, p):  # type: ignore[no-untyped-def]
 # ---- what protocols call -----------------------------------------------------------------
 
 
-@engine_njit
+@engine_njit(inline=True)
 def control_latency(eng, lay, sender, dst):  # type: ignore[no-untyped-def]
     key = sender * max(lay.n, 1) + dst
     keys = lay.ch_keys
@@ -269,7 +269,7 @@ def control_latency(eng, lay, sender, dst):  # type: ignore[no-untyped-def]
     return eng.default_latency
 
 
-@engine_njit
+@engine_njit(inline=True)
 def _arrive_at(eng, lay, sender, dst, t, item, ckind, a, b, c):  # type: ignore[no-untyped-def]
     fifo = eng.flags[F_FIFO_TRANSPORT] != 0
     if fifo:
@@ -288,7 +288,7 @@ def _arrive_at(eng, lay, sender, dst, t, item, ckind, a, b, c):  # type: ignore[
     push(eng, t, lam, ARRIVAL, dst, low, item, ckind, a, b, c)
 
 
-@engine_njit
+@engine_njit(inline=True)
 def post(eng, lay, m, sender, t, ints):  # type: ignore[no-untyped-def]
     """Put application copy m on the network at t from `sender`, carrying `ints` integers."""
     eng.post_t[m] = t
@@ -300,7 +300,7 @@ def post(eng, lay, m, sender, t, ints):  # type: ignore[no-untyped-def]
     _arrive_at(eng, lay, sender, lay.dst[m], t + latency, ITEM_APP, 0, m, 0, 0)
 
 
-@engine_njit
+@engine_njit(inline=True)
 def control(eng, lay, sender, dst, t, ckind, ints, a, b, c):  # type: ignore[no-untyped-def]
     """Send a control message of kind `ckind` with payload (a, b, c) counted as `ints`."""
     eng.cnt[K_CONTROL] += 1
@@ -309,32 +309,32 @@ def control(eng, lay, sender, dst, t, ckind, ints, a, b, c):  # type: ignore[no-
     _arrive_at(eng, lay, sender, dst, t + latency, ITEM_CTL, ckind, a, b, c)
 
 
-@engine_njit
+@engine_njit(inline=True)
 def pending(eng, m):  # type: ignore[no-untyped-def]
     """Copy m arrived and is not delivered yet."""
     return eng.mst[m] == M_PENDING
 
 
-@engine_njit
+@engine_njit(inline=True)
 def send_event(lay, m):  # type: ignore[no-untyped-def]
     """The index of the send event of copy m (events by process, then lseq)."""
     return lay.send_ev[m]
 
 
-@engine_njit
+@engine_njit(inline=True)
 def _gap(lay, p, e):  # type: ignore[no-untyped-def]
     previous = lay.etime[e - 1] if e > lay.ev_start[p] else lay.start
     gap = lay.etime[e] - previous
     return gap if gap > 0.0 else 0.0
 
 
-@engine_njit
+@engine_njit(inline=True)
 def _schedule_step(eng, lay, p, t):  # type: ignore[no-untyped-def]
     lam = lay.lamport[lay.ev_start[p] + eng.pc[p]]
     push(eng, t, lam, STEP, p, 0, ITEM_STEP, 0, 0, 0, 0)
 
 
-@engine_njit
+@engine_njit(inline=True)
 def _complete(eng, lay, p, t):  # type: ignore[no-untyped-def]
     eng.now[p] = t
     eng.pc[p] += 1
@@ -346,20 +346,20 @@ def _complete(eng, lay, p, t):  # type: ignore[no-untyped-def]
         eng.state[p] = DONE
 
 
-@engine_njit
+@engine_njit(inline=True)
 def resume(eng, lay, p, t):  # type: ignore[no-untyped-def]
     """A blocked sender's send event completes at t."""
     eng.state[p] = READY
     _complete(eng, lay, p, t)
 
 
-@engine_njit
+@engine_njit(inline=True)
 def bypass(eng, lay, m):  # type: ignore[no-untyped-def]
     """Orphans' messages, and self-addressed ones under a causal protocol, skip the protocol."""
     return lay.send_ev[m] < 0 or (eng.flags[F_CAUSAL] != 0 and lay.src[m] == lay.dst[m])
 
 
-@engine_njit
+@engine_njit(inline=True)
 def queue_append(head, tail, nxt, p, m):  # type: ignore[no-untyped-def]
     """Append m to p's FIFO queue, a linked list over message indices (head/tail per process)."""
     nxt[m] = -1
@@ -370,7 +370,7 @@ def queue_append(head, tail, nxt, p, m):  # type: ignore[no-untyped-def]
     tail[p] = m
 
 
-@engine_njit
+@engine_njit(inline=True)
 def queue_pop(head, tail, nxt, p):  # type: ignore[no-untyped-def]
     """Remove and return the first message of p's queue (which must not be empty)."""
     m = head[p]
@@ -380,7 +380,7 @@ def queue_pop(head, tail, nxt, p):  # type: ignore[no-untyped-def]
     return m
 
 
-@engine_njit
+@engine_njit(inline=True)
 def _unlink_pending(eng, lay, p, m):  # type: ignore[no-untyped-def]
     if bypass(eng, lay, m):
         eng.pend_bypass[p] -= 1

@@ -62,14 +62,21 @@ def _widened(typ: Any) -> Any:
     return typ
 
 
-def engine_njit(fn: Any) -> Any:
+def engine_njit(fn: Any = None, *, inline: bool = False) -> Any:
     """`njit(cache=True)` for the engine's helpers that protocols and the loop call with
     constants and integers of every width: one compiled version each (call sites passing
     literals such as `ITEM_APP` or `_ACK`, or int32 indices, each compiled one of their
-    own: `push` nine, `_arrive_at` seven for four protocols)."""
-    dispatcher = _EngineDispatcher(py_func=fn, locals={}, targetoptions={"nopython": True})
-    dispatcher.enable_caching()
-    return dispatcher
+    own: `push` nine, `_arrive_at` seven for four protocols). `inline`: LLVM inlines it
+    into every caller (`forceinline`; Numba's `inline="always"` would type it again in
+    each caller instead)."""
+
+    def wrap(py_func: Any) -> Any:
+        options = {"nopython": True, "forceinline": inline}
+        dispatcher = _EngineDispatcher(py_func=py_func, locals={}, targetoptions=options)
+        dispatcher.enable_caching()
+        return dispatcher
+
+    return wrap if fn is None else wrap(fn)
 
 
 # The loop's functions take the trace, the engine state and pools as StructRefs: one pointer
