@@ -9,16 +9,20 @@ invariant tests use, for every protocol and both receive modes.
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
 import numpy as np
 import pytest
+from numba import njit
+from numba.core.dispatcher import Dispatcher
 
 from causal_spark.replay.layout import CompiledTrace, layout
 from causal_spark.replay.model import Run, TraceShapeError
 from causal_spark.replay.protocols.params import ProtocolParamError
 from causal_spark.replay.run import replay_compiled
+from causal_spark.replay.structs import ITEM_APP, _EngineDispatcher, engine_njit, push
 from causal_spark.replay.warmup import warm_up
 from tests.oracles.replay.engine import ReplayTrace, build_trace, replay
 from tests.oracles.replay.protocols import PROTOCOLS
@@ -153,3 +157,39 @@ def test_the_spec_the_compiled_and_the_reference_registries_name_the_same_protoc
     assert list(MODULES) == list(SPECS) == list(PROTOCOLS)
     for name, module in MODULES.items():
         assert module.SPEC is SPECS[name] is PROTOCOLS[name].spec
+
+
+# ---- what a cold compile costs: the engine's helpers compile once --------------------------
+
+
+@engine_njit
+def _doubled(x: Any) -> Any:
+    return 2 * x
+
+
+@njit
+def _call_doubled(n):  # type: ignore[no-untyped-def]
+    # a literal, a module constant (typed as a literal too), an int32 and an int64
+    return _doubled(3) + _doubled(ITEM_APP) + _doubled(np.int32(n)) + _doubled(n)
+
+
+def test_an_engine_function_compiles_one_version_whatever_its_callers_pass() -> None:
+    assert _call_doubled(5) == 2 * (3 + ITEM_APP + 5 + 5)
+    assert [str(sig) for sig in _doubled.signatures] == ["(int64,)"]
+
+
+def test_the_loops_functions_that_take_no_state_are_engine_functions() -> None:
+    # Numba links every callee into each caller and compiles it again there: a helper typed
+    # per protocol, or per literal a call site passes, multiplies the cold compile
+    from causal_spark.replay import loop
+
+    helpers = [
+        (name, obj)
+        for name, obj in vars(loop).items()
+        if isinstance(obj, Dispatcher)
+        and obj.py_func.__module__ == loop.__name__
+        and next(iter(inspect.signature(obj.py_func).parameters)) not in ("st", "state")
+    ]
+    assert len(helpers) >= 15, [name for name, _ in helpers]
+    for name, obj in [*helpers, ("push", push)]:
+        assert isinstance(obj, _EngineDispatcher), name

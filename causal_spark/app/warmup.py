@@ -125,8 +125,8 @@ def _compile(part: str, protocols: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The warm-up process: compile each part in order, say `done <part> <seconds>` after
-    each. The replay part (the largest: 10-15 s for the first protocol, about 5 s for each
-    further one) starts at once, beside the others, in a forked child."""
+    each. The replay part (the largest: about 15 CPU-s for the first protocol, 2-10 for
+    each further one) starts at once, beside the others, in a forked child."""
     parser = argparse.ArgumentParser(prog="python -m causal_spark.app.warmup")
     parser.add_argument("--parts", required=True)
     parser.add_argument("--protocols", default="")

@@ -13,7 +13,12 @@ which `register`s it here) holds a `State` namedtuple of arrays, `make_state` an
 the hooks `c_send`, `c_arrived`, `c_control`, `c_settle`, `c_deliverable`,
 `c_next`, `c_delivered`, `c_taken` (absent hooks take the defaults below, which
 are `none`'s behaviour). The loop is compiled once per protocol (its State type)
-and cached on disk (`cache.py`). Protocol hooks call back `post`, `control`,
+and cached on disk (`cache.py`). A cold compile is mostly LLVM's, and Numba hands
+LLVM every compiled function again inside each caller: so few functions take the
+State (`run_loop`, into which `_step` and `_arrival` are inlined, `notify`, with
+`_try_take`, `_take` and `_deliver`, and the hooks), and the engine's helpers that
+take none are `engine_njit` functions, one compiled version for every protocol and
+call site (docs/replay.md, "The first run"). Protocol hooks call back `post`, `control`,
 `resume` and `notify`, and read `eng.pend_head` / `eng.pnext` for the pending
 copies.
 
@@ -83,6 +88,7 @@ from causal_spark.replay.structs import (
     Eng,
     _intrinsic,
     _pop,
+    engine_njit,
     new_pool,
     pool_release,
     pool_row,
@@ -251,7 +257,7 @@ def _ov_next(st, eng, lay, p):  # type: ignore[no-untyped-def]
 # ---- what protocols call -----------------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def control_latency(eng, lay, sender, dst):  # type: ignore[no-untyped-def]
     width = max(lay.n, 1)
     key = sender * width + dst
@@ -266,7 +272,7 @@ def control_latency(eng, lay, sender, dst):  # type: ignore[no-untyped-def]
     return eng.default_latency
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def _arrive_at(eng, lay, sender, dst, t, item, ckind, a, b, c):  # type: ignore[no-untyped-def]
     fifo = eng.flags[F_FIFO_TRANSPORT] != 0
     if fifo:
@@ -285,7 +291,7 @@ def _arrive_at(eng, lay, sender, dst, t, item, ckind, a, b, c):  # type: ignore[
     push(eng, t, lam, ARRIVAL, dst, low, item, ckind, a, b, c)
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def post(eng, lay, m, sender, t, ints):  # type: ignore[no-untyped-def]
     """Put application copy m on the network at t from `sender`, carrying `ints` integers."""
     eng.post_t[m] = t
@@ -297,7 +303,7 @@ def post(eng, lay, m, sender, t, ints):  # type: ignore[no-untyped-def]
     _arrive_at(eng, lay, sender, lay.dst[m], t + latency, ITEM_APP, 0, m, 0, 0)
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def control(eng, lay, sender, dst, t, ckind, ints, a, b, c):  # type: ignore[no-untyped-def]
     """Send a control message of kind `ckind` with payload (a, b, c) counted as `ints`."""
     eng.cnt[K_CONTROL] += 1
@@ -306,32 +312,32 @@ def control(eng, lay, sender, dst, t, ckind, ints, a, b, c):  # type: ignore[no-
     _arrive_at(eng, lay, sender, dst, t + latency, ITEM_CTL, ckind, a, b, c)
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def pending(eng, m):  # type: ignore[no-untyped-def]
     """Copy m arrived and is not delivered yet."""
     return eng.mst[m] == M_PENDING
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def send_event(lay, m):  # type: ignore[no-untyped-def]
     """The index of the send event of copy m (events by process, then lseq)."""
     return lay.send_ev[m]
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def _gap(lay, p, e):  # type: ignore[no-untyped-def]
     previous = lay.etime[e - 1] if e > lay.ev_start[p] else lay.start
     gap = lay.etime[e] - previous
     return gap if gap > 0.0 else 0.0
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def _schedule_step(eng, lay, p, t):  # type: ignore[no-untyped-def]
     lam = lay.lamport[lay.ev_start[p] + eng.pc[p]]
     push(eng, t, lam, STEP, p, 0, ITEM_STEP, 0, 0, 0, 0)
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def _complete(eng, lay, p, t):  # type: ignore[no-untyped-def]
     eng.now[p] = t
     eng.pc[p] += 1
@@ -343,20 +349,20 @@ def _complete(eng, lay, p, t):  # type: ignore[no-untyped-def]
         eng.state[p] = DONE
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def resume(eng, lay, p, t):  # type: ignore[no-untyped-def]
     """A blocked sender's send event completes at t."""
     eng.state[p] = READY
     _complete(eng, lay, p, t)
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def bypass(eng, lay, m):  # type: ignore[no-untyped-def]
     """Orphans' messages, and self-addressed ones under a causal protocol, skip the protocol."""
     return lay.send_ev[m] < 0 or (eng.flags[F_CAUSAL] != 0 and lay.src[m] == lay.dst[m])
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def queue_append(head, tail, nxt, p, m):  # type: ignore[no-untyped-def]
     """Append m to p's FIFO queue, a linked list over message indices (head/tail per process)."""
     nxt[m] = -1
@@ -367,7 +373,7 @@ def queue_append(head, tail, nxt, p, m):  # type: ignore[no-untyped-def]
     tail[p] = m
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def queue_pop(head, tail, nxt, p):  # type: ignore[no-untyped-def]
     """Remove and return the first message of p's queue (which must not be empty)."""
     m = head[p]
@@ -377,7 +383,7 @@ def queue_pop(head, tail, nxt, p):  # type: ignore[no-untyped-def]
     return m
 
 
-@njit(cache=True, inline="always")
+@engine_njit(inline=True)
 def _unlink_pending(eng, lay, p, m):  # type: ignore[no-untyped-def]
     if bypass(eng, lay, m):
         eng.pend_bypass[p] -= 1
@@ -397,7 +403,7 @@ def _unlink_pending(eng, lay, p, m):  # type: ignore[no-untyped-def]
 # ---- the verification as the replay runs -------------------------------------------------
 
 
-@njit(cache=True)
+@engine_njit
 def _exec_send(eng, lay, p, lo, hi):  # type: ignore[no-untyped-def]
     """The send event of copies lo..hi enters p's replayed execution (one event, or one per
     copy for point-to-point protocols); under V_CAUSAL its clock goes with the copies that
@@ -425,7 +431,7 @@ def _exec_send(eng, lay, p, lo, hi):  # type: ignore[no-untyped-def]
             eng.vslot[m] = slot
 
 
-@njit(cache=True)
+@engine_njit
 def _exec_take(eng, lay, p, m):  # type: ignore[no-untyped-def]
     """A receive of p took m: is m overtaken (FIFO: by a later send of its channel taken
     before; causal: the receiver already knows its send), then p learns what m knew."""
@@ -457,7 +463,7 @@ def _exec_take(eng, lay, p, m):  # type: ignore[no-untyped-def]
 # ---- the loop ----------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _take(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     eng.take_t[m] = t
     eng.mst[m] = M_TAKEN
@@ -468,7 +474,7 @@ def _take(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
         _taken(st, eng, lay, p, m, t)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _try_take(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     if not eng.flags[F_SELECTIVE]:
         if eng.rdy_head[p] < 0:
@@ -539,7 +545,7 @@ def notify(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
         _complete(eng, lay, p, t)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _arrival(st, eng, lay, p, t, item, ckind, a, b, c):  # type: ignore[no-untyped-def]
     if item == ITEM_CTL:
         _control(st, eng, lay, p, ckind, a, b, c, t)
@@ -563,7 +569,7 @@ def _arrival(st, eng, lay, p, t, item, ckind, a, b, c):  # type: ignore[no-untyp
         eng.cnt[K_MAX_BUFFER] = eng.pend_count[p]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _step(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
     e = lay.ev_start[p] + eng.pc[p]
     kind = lay.kind[e]

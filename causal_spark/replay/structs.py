@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit, types
+from numba.core.registry import CPUDispatcher
 from numba.experimental import structref
 from numba.extending import intrinsic
 from numba.np.numpy_support import carray
@@ -42,6 +43,40 @@ Eng = namedtuple(
     "ht hk1 hk2 hs q_item q_kind q_a q_b q_c q_free chan_last scratch default_latency "
     "ex_count ex_send chan_max vc vpool vslot",
 )
+
+
+class _EngineDispatcher(CPUDispatcher):
+    """A dispatcher that compiles one version for all its callers: integer arguments are typed
+    int64, whatever the caller's integer type, and never as literals."""
+
+    def get_call_template(self, args: Any, kws: Any) -> Any:
+        return super().get_call_template(
+            tuple(map(_widened, args)), {k: _widened(v) for k, v in kws.items()}
+        )
+
+
+def _widened(typ: Any) -> Any:
+    typ = types.unliteral(typ)  # type: ignore[no-untyped-call]
+    if isinstance(typ, types.Integer) and typ in types.signed_domain:
+        return types.int64
+    return typ
+
+
+def engine_njit(fn: Any = None, *, inline: bool = False) -> Any:
+    """`njit(cache=True)` for the engine's helpers that protocols and the loop call with
+    constants and integers of every width: one compiled version each (call sites passing
+    literals such as `ITEM_APP` or `_ACK`, or int32 indices, each compiled one of their
+    own: `push` nine, `_arrive_at` seven for four protocols). `inline`: LLVM inlines it
+    into every caller (`forceinline`; Numba's `inline="always"` would type it again in
+    each caller instead)."""
+
+    def wrap(py_func: Any) -> Any:
+        options = {"nopython": True, "forceinline": inline}
+        dispatcher = _EngineDispatcher(py_func=py_func, locals={}, targetoptions=options)
+        dispatcher.enable_caching()
+        return dispatcher
+
+    return wrap if fn is None else wrap(fn)
 
 
 # The loop's functions take the trace, the engine state and pools as StructRefs: one pointer
@@ -318,7 +353,7 @@ def _grow_slots(eng):  # type: ignore[no-untyped-def]
     eng.cnt[K_SLOTS_CAP] = len(eng.q_item_a)
 
 
-@njit(cache=True)
+@engine_njit
 def push(eng, t, lam, prio, key, low, item, ckind, a, b, c):  # type: ignore[no-untyped-def]
     """Schedule an item (a step, an arrival or a control message) at t; `low` < 0: order
     it by insertion among items of the same (t, lam, prio, key)."""

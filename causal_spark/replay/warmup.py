@@ -44,8 +44,8 @@ def compile_protocol(name: str) -> str:
 def warm_up(names: Sequence[str], processes: int | None = None) -> None:
     """Compile the loop for `names` into the disk cache, protocols side by side in processes.
 
-    A cold compile takes 10-15 s for the first protocol in a process (most of it
-    the code every protocol shares) and about 5 s for each further one. So the
+    A cold compile takes about 15 CPU-s for the first protocol in a process (most
+    of it the code every protocol shares) and 2-10 CPU-s for each further one. So the
     first protocol compiles here, and the rest in `processes` (default: one per
     core) children that start with the shared code compiled: forked from this
     process when it runs no other thread, else (a driver holding a JVM, whose
