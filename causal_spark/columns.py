@@ -32,6 +32,19 @@ SEND_TS = "send_ts"
 RECV_TS = "recv_ts"
 STATUS = "status"
 
+# the fields of one input event, in the order readers give them
+INPUT_FIELDS: tuple[str, ...] = (
+    TRACE_ID,
+    PROCESS,
+    SEQ,
+    KIND,
+    MSG_ID,
+    PEER,
+    TS,
+    SIZE_BYTES,
+    LABEL,
+)
+
 # event kinds
 SEND = "send"
 RECEIVE = "receive"

@@ -21,17 +21,7 @@ from pyspark.sql import types as T
 
 from causal_spark import columns as C
 
-INPUT_FIELDS: tuple[str, ...] = (
-    C.TRACE_ID,
-    C.PROCESS,
-    C.SEQ,
-    C.KIND,
-    C.MSG_ID,
-    C.PEER,
-    C.TS,
-    C.SIZE_BYTES,
-    C.LABEL,
-)
+INPUT_FIELDS = C.INPUT_FIELDS
 FILE_ID = "file_id"
 SUB = "sub"
 TRACE_SUFFIX = "trace_suffix"

@@ -18,18 +18,7 @@ from typing import Any
 
 from causal_spark import columns as C
 
-# `io.raw.INPUT_FIELDS` (an engine module: kernels know no Spark), in its order
-INPUT_FIELDS: tuple[str, ...] = (
-    C.TRACE_ID,
-    C.PROCESS,
-    C.SEQ,
-    C.KIND,
-    C.MSG_ID,
-    C.PEER,
-    C.TS,
-    C.SIZE_BYTES,
-    C.LABEL,
-)
+INPUT_FIELDS = C.INPUT_FIELDS
 
 NOT_UTF8 = "not valid UTF-8"
 NOT_OBJECT = "not a JSON object"
