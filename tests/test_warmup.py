@@ -73,18 +73,24 @@ print(json.dumps({k: sorted(after[k] - before.get(k, set())) for k in after
 """
 
 
-def test_the_warm_up_compiles_every_kernel_the_clocks_and_detect_functions_call() -> None:
-    """After the warm-up's clocks and detect parts, the functions the stages call compile
-    nothing more: no kernel of either package gains a signature (in a fresh process, so
-    no other test's calls count)."""
-    out = subprocess.run(
-        [sys.executable, "-c", _KERNELS_COVER],
+def _python(script: str, *args: str, timeout: float) -> str:
+    """What `script` prints, run by this Python in a fresh process (so no other test's
+    compiles or cache state count); a non-zero exit fails the test."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
-        timeout=600,
-    ).stdout.splitlines()
+        timeout=timeout,
+    ).stdout
+
+
+def test_the_warm_up_compiles_every_kernel_the_clocks_and_detect_functions_call() -> None:
+    """After the warm-up's clocks and detect parts, the functions the stages call compile
+    nothing more: no kernel of either package gains a signature (in a fresh process, so
+    no other test's calls count)."""
+    out = _python(_KERNELS_COVER, timeout=600).splitlines()
     assert [line.split()[:2] for line in out[:2]] == [["done", "clocks"], ["done", "detect"]]
     assert json.loads(out[-1]) == {}
 
@@ -153,12 +159,5 @@ def test_side_by_side_compiles_keep_every_cache_entry(tmp_path: Path) -> None:
     """Four processes add 40 entries each to one index at once: with `cache.py`'s lock all
     160 stay, each with its own data file (without it, Numba's read-modify-write of the
     index loses entries)."""
-    out = subprocess.run(
-        [sys.executable, "-c", _CONCURRENT_SAVES, str(tmp_path), "locked"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout.split()
+    out = _python(_CONCURRENT_SAVES, str(tmp_path), "locked", timeout=120).split()
     assert out == ["160", "160"]
