@@ -67,7 +67,8 @@ def _plain_text(values: pa.Array) -> np.ndarray:
     first[filled] = bytes_[starts[filled]]
     last[filled] = bytes_[ends[filled] - 1]
     ok = filled & (first > 32) & (last > 32) & (first != ord("{")) & (first != ord("["))
-    return ok | values.is_null().to_numpy(zero_copy_only=False)
+    absent: np.ndarray = values.is_null().to_numpy(zero_copy_only=False)
+    return ok | absent
 
 
 def _plain_number(values: pa.Array, pattern: str) -> pa.Array:
