@@ -66,9 +66,10 @@ def _plain_text(values: pa.Array) -> np.ndarray:
     last = np.zeros(n, dtype=np.uint8)
     first[filled] = bytes_[starts[filled]]
     last[filled] = bytes_[ends[filled] - 1]
-    ok = filled & (first > 32) & (last > 32) & (first != ord("{")) & (first != ord("["))
+    ok: np.ndarray = filled & (first > 32) & (last > 32) & (first != ord("{")) & (first != ord("["))
     absent: np.ndarray = values.is_null().to_numpy(zero_copy_only=False)
-    return ok | absent
+    result: np.ndarray = ok | absent
+    return result
 
 
 def _plain_number(values: pa.Array, pattern: str) -> pa.Array:
