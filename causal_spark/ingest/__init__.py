@@ -19,7 +19,9 @@ line. The rules apply in that order, each to the rows the earlier ones kept.
 
 How it runs, with no shuffle: step 1 types each row where it is read
 (`typed.type_rows`) and writes the rows in buckets by (trace, process), once
-(`passes.split_typed`); a *pass* is two Spark jobs over those files
+(`passes.split_typed`; where a reader's Python tasks make the rows, `io.raw.task_rows`,
+those tasks type the plain rows on Arrow themselves and only the others cross into
+the JVM: `plain`, `passes.split_made`); a *pass* is two Spark jobs over those files
 (`passes.run_pass`): step 2, a task a bucket, writes the send and receive
 rows in buckets by (trace, msg_id); step 3 takes a bucket a task. Rows go from one
 step to the next as Arrow files, each task running a sorted NumPy kernel
@@ -34,8 +36,10 @@ whole trace or a whole file into one task (a whole process, yes: its local order
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -55,12 +59,14 @@ from causal_spark.ingest.passes import (
     PassResult,
     bucket_count,
     run_pass,
+    split_made,
     split_typed,
     task_count,
     with_markers,
 )
 from causal_spark.ingest.tasks import PassFiles, read_scratch, spark_ddl, write_scratch
 from causal_spark.ingest.typed import TRACE_OF, file_table, trace_ids, type_rows
+from causal_spark.io.raw import task_rows
 from causal_spark.io.sources import Inputs
 from causal_spark.sinks import FileWriter
 
@@ -77,6 +83,8 @@ __all__ = [
 ]
 
 MAX_PASSES = 3
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -140,13 +148,22 @@ def ingest(
     for number in range(1, MAX_PASSES + 1):
         scratch = os.path.join(targets.scratch, f"pass-{number}")
         files = PassFiles(targets.events, targets.messages, scratch)
+        began = time.perf_counter()
         if number == 1:
             # read and typed once: a later pass takes these files, and its markers
-            typed = type_rows(raw, inputs)
-            typed_work = split_typed(typed, files, bucket_count(typed, partitions))
+            made = task_rows(raw)
+            if made is not None and made.sources:
+                # rows a reader's Python tasks make are typed there (`plain`)
+                typed_work = split_made(spark, made, inputs, files, partitions)
+            else:
+                typed = type_rows(raw, inputs)
+                typed_work = split_typed(typed, files, bucket_count(typed, partitions))
         later_rows = read_scratch(later, R.REJECTS) if later else None
         work = with_markers(typed_work, later_rows, files)
+        typed_at = time.perf_counter()
         result = run_pass(spark, work, mixed, files, shown)
+        log.info("ingest pass %d: step 1 %.1f s, steps 2 and 3 %.1f s", number,
+                 typed_at - began, time.perf_counter() - typed_at)  # fmt: skip
         facts = read_scratch(result.facts, R.FACTS)
         found_mixed = _mixed_files(facts)
         if not found_mixed <= mixed:
@@ -173,12 +190,19 @@ def ingest(
         if rejects
         else spark.createDataFrame([], spark_ddl(R.REJECTS))
     )
-    quarantine = quarantine_of(
-        reject_rows,
-        file_table(spark, inputs),
-        seq_files,
-        reread or filtered_reread(raw),
-        _textless_files(rejects),
+    quarantine = (
+        quarantine_of(
+            reject_rows,
+            file_table(spark, inputs),
+            seq_files,
+            reread or filtered_reread(raw),
+            _textless_files(rejects),
+        )
+        if rejects
+        # nothing rejected: no plan of joins to stage (each broadcast is a Spark job)
+        else tables.conform(
+            spark.createDataFrame([], tables.table_schema(tables.QUARANTINE)), tables.QUARANTINE
+        )
     )
     return Ingested(
         events=_read(spark, tables.EVENTS, result.events),

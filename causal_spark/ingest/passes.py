@@ -8,15 +8,20 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from causal_spark._spark import shuffle_partitions
 from causal_spark.ingest import rows_kernel as R
 from causal_spark.ingest import tasks
-from causal_spark.io.raw import Inputs
+from causal_spark.ingest.typed import type_rows
+from causal_spark.io.raw import RAW_SCHEMA, Inputs, TaskRows, TaskSource, union_raw
 
-# input bytes per row we plan for (Parquet packs rows in about 20 bytes; text takes
-# more): an over-estimate of the rows gives more, smaller tasks, never too few
+# input bytes per row we plan for (Parquet packs rows in about 20 bytes; a line of text
+# takes more: the generated JSON Lines about 140): an over-estimate of the rows gives
+# more, smaller tasks, never too few
 BYTES_PER_ROW = 20
+TEXT_BYTES_PER_ROW = 60
+_PACKED = frozenset({"parquet", "delta"})
 
 
 @dataclass
@@ -34,7 +39,10 @@ class PassResult:
 
 def task_count(inputs: Inputs, rows_per_task: int, floor: int) -> int:
     """Shuffle partitions for a pass: enough that a task holds about rows_per_task rows."""
-    estimate = sum(f.size for f in inputs.files) // BYTES_PER_ROW
+    estimate = sum(
+        f.size // (BYTES_PER_ROW if f.reader in _PACKED else TEXT_BYTES_PER_ROW)
+        for f in inputs.files
+    )
     return max(floor, math.ceil(estimate / max(1, rows_per_task)))
 
 
@@ -47,6 +55,55 @@ def split_typed(typed: DataFrame, files: tasks.PassFiles, partitions: int) -> li
         typed.mapInArrow(tasks.split_rows(files, partitions), tasks.spark_ddl(tasks.CARRIED))
     )
     return tasks.typed_work(split, partitions)
+
+
+def split_made(
+    spark: SparkSession,
+    made: TaskRows,
+    inputs: Inputs,
+    files: tasks.PassFiles,
+    partitions: int,
+) -> list[tuple[str, ...]]:
+    """`split_typed` where Python tasks make the raw rows (`made`: the readers'
+    `io.raw.TaskRows`), in one Spark job: each task types its plain rows on Arrow and
+    writes them in buckets (`tasks.made_and_split`), so they never cross into the JVM;
+    the other rows (and the rest's, read by Spark) go through `typed.type_rows`, as
+    `split_typed` takes them; the files of each bucket."""
+    buckets = max(partitions, shuffle_partitions(spark))
+    default_traces: list[str | None] = [None] * (max(f.file_id for f in inputs.files) + 1)
+    for f in inputs.files:
+        default_traces[f.file_id] = f.default_trace
+    extra = (tasks.ROLE, tasks.PATH, tasks.BUCKET)
+    by_schema: dict[pa.Schema, list[TaskSource]] = {}
+    for source in made.sources:
+        by_schema.setdefault(source.schema, []).append(source)
+    parts = []
+    for given, sources in by_schema.items():
+        schema = pa.schema([*given, *tasks.CARRIED])
+        count = sum(s.tasks for s in sources)
+        rows = spark.range(0, count, 1, count).mapInArrow(
+            tasks.made_and_split(files, buckets, sources, default_traces, schema),
+            tasks.spark_ddl(schema),
+        )
+        parts.append(
+            rows.select(
+                *[
+                    F.col(f.name)
+                    if f.name in given.names
+                    else F.lit(None).cast(f.dataType).alias(f.name)
+                    for f in RAW_SCHEMA.fields
+                ],
+                *extra,
+            )
+        )
+    nulls = [F.lit(None).cast(t).alias(n) for n, t in zip(extra, ("byte", "string", "int"),
+                                                          strict=True)]  # fmt: skip
+    parts.extend(part.select(*part.columns, *nulls) for part in made.rest)
+    typed = type_rows(union_raw(parts, extra), inputs, keep=extra)
+    split = _collect(
+        typed.mapInArrow(tasks.split_carried(files, buckets), tasks.spark_ddl(tasks.CARRIED))
+    )
+    return tasks.typed_work(split, buckets)
 
 
 def bucket_count(typed: DataFrame, partitions: int) -> int:

@@ -36,7 +36,9 @@ import pyarrow.parquet as pq
 
 from causal_spark import columns as C
 from causal_spark.ingest import kernel as K
+from causal_spark.ingest import plain as P
 from causal_spark.ingest import rows_kernel as R
+from causal_spark.io.raw import TaskSource
 from causal_spark.sinks import FileWriter
 
 ROLE = "role"
@@ -197,6 +199,102 @@ def split_rows(
                 yield _carrier(TYPED_FILE, path, b)
 
     return run
+
+
+def _typed_chunks(held: list[pa.Table], folder: str, buckets: int) -> Iterator[pa.RecordBatch]:
+    rows = pa.concat_tables(held).combine_chunks()
+    for b, path in write_buckets(folder, rows, SPLIT_KEYS, buckets):
+        yield _carrier(TYPED_FILE, path, b)
+
+
+def split_carried(
+    files: PassFiles, buckets: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """`split_rows` over `typed.type_rows`' rows with (ROLE, PATH, BUCKET) kept: a row
+    with a role is a carrier of a file written already (`made_and_split`), passed on."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        held: list[pa.Table] = []
+        count = 0
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            carrier = batch.column(ROLE).is_valid()
+            if carrier.true_count:
+                yield pa.RecordBatch.from_arrays(
+                    [batch.column(n).filter(carrier).cast(CARRIED.field(n).type)
+                     for n in CARRIED.names],
+                    schema=CARRIED,
+                )  # fmt: skip
+                batch = batch.filter(pc.invert(carrier))
+            if batch.num_rows:
+                held.append(pa.Table.from_batches([batch.select(R.TYPED.names)]).cast(R.TYPED))
+                count += batch.num_rows
+            if count >= ROWS_PER_SPLIT:
+                yield from _typed_chunks(held, files.folder("typed"), buckets)
+                held, count = [], 0
+        if held:
+            yield from _typed_chunks(held, files.folder("typed"), buckets)
+
+    return run
+
+
+def made_and_split(
+    files: PassFiles,
+    buckets: int,
+    sources: Sequence[TaskSource],
+    default_traces: Sequence[str | None],
+    schema: pa.Schema,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Step 1 where a reader's Python tasks make the rows (`io.raw.TaskSource`), as a
+    `mapInArrow` function over task numbers: the plain rows typed here (`plain`) and
+    written in buckets as `split_rows` writes them, each file returned as a carrier
+    row; every other row returned as it was made (`schema`: raw-row columns and
+    ROLE, PATH, BUCKET), for `typed.type_rows` and `split_carried`."""
+    at = [(s, i) for s in sources for i in range(s.tasks)]
+
+    def carrier(file_id: int, row: pa.RecordBatch) -> pa.RecordBatch:
+        n = row.num_rows
+        given = {R.FILE_ID: pa.array([file_id] * n, pa.int32()), C.LINE: pa.array([0] * n)}
+        given.update({name: row.column(name) for name in CARRIED.names})
+        return _conformed(given, n, schema)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
+        for number in numbers:
+            source, index = at[number]
+            file_id = source.file_of(index)
+            held: list[pa.Table] = []
+            count = 0
+            for batch in source.rows(index):
+                plain = P.plain_rows(batch)
+                if plain.all():
+                    held.append(P.typed_rows(batch, default_traces))
+                else:
+                    mask = pa.array(plain)
+                    if plain.any():
+                        held.append(P.typed_rows(batch.filter(mask), default_traces))
+                    rest = batch.filter(pc.invert(mask))
+                    yield _conformed(
+                        {n: rest.column(n) for n in rest.schema.names}, rest.num_rows, schema
+                    )
+                count += int(plain.sum())
+                if count >= ROWS_PER_SPLIT:
+                    for written in _typed_chunks(held, files.folder("typed"), buckets):
+                        yield carrier(file_id, written)
+                    held, count = [], 0
+            if count:
+                for written in _typed_chunks(held, files.folder("typed"), buckets):
+                    yield carrier(file_id, written)
+
+    return run
+
+
+def _conformed(given: dict[str, pa.Array], n: int, schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in schema],
+        schema=schema,
+    )
 
 
 def by_process(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -177,7 +177,7 @@ def _default_traces(inputs: Inputs) -> Column:
     return defaults[F.col(FILE_ID)]
 
 
-def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
+def type_rows(raw: DataFrame, inputs: Inputs, keep: Sequence[str] = ()) -> DataFrame:
     """Step 1: type the string fields of raw rows and apply the row-local rules.
 
     Input: raw rows (`io.sources.RAW_SCHEMA`) of `inputs`' files. Output: the columns of
@@ -185,8 +185,8 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
     process; for a rejected row a key that spreads such rows by line), seq (long), kind
     (normalised), msg_id, peer, ts (double seconds), size_bytes (long), label, recorded_vc
     (a native log's clock), seq_given, parsed, reason (`malformed`, a reader's reason, or
-    null), the detail parts pre and post, and excluded (false). One projection: nothing is
-    joined or shuffled.
+    null), the detail parts pre and post, and excluded (false); and the columns `keep`
+    names, as they are. One projection: nothing is joined or shuffled.
     """
     missing = [c for c in RAW_COLUMNS if c not in raw.columns]
     if missing:
@@ -234,6 +234,7 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
         number(C.SIZE_BYTES).alias("__cs_size"),
         F.col(C.LABEL),
         F.col(RECORDED_VC),
+        *keep,
     )
     before, after = _malformed_rules(F.col("__cs_kind_text"), typed_in)
     pre, post = _details(before), _details(after)
@@ -262,4 +263,5 @@ def type_rows(raw: DataFrame, inputs: Inputs) -> DataFrame:
         pre.alias(PRE),
         post.alias(POST),
         F.lit(False).alias(EXCLUDED),
+        *keep,
     )

@@ -11,10 +11,13 @@ used at all. Discovery (`io.sources`) names the files (`InputFile`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -70,18 +73,85 @@ def typed_fields(types: dict[str, T.DataType]) -> dict[str, T.DataType]:
     return kept
 
 
-def union_raw(parts: Sequence[DataFrame]) -> DataFrame:
+def union_raw(parts: Sequence[DataFrame], extra: Sequence[str] = ()) -> DataFrame:
     """Raw rows of several reads as one DataFrame: when they disagree on a typed field's
-    type (`TYPED_FIELDS`), every field is cast back to its string (`RAW_SCHEMA`)."""
-    types = {(f.name, f.dataType) for part in parts for f in part.schema.fields}
+    type (`TYPED_FIELDS`), every field is cast back to its string (`RAW_SCHEMA`).
+    `extra`: columns every part has besides the raw rows', kept as they are. Where
+    parts hold rows a Python task can make itself (`task_rows`), so does the union."""
+    given = list(parts)
+    types = {(f.name, f.dataType) for part in parts for f in part.schema.fields
+             if f.name not in extra}  # fmt: skip
     if len(types) != len(RAW_SCHEMA.fields):
         parts = [
-            part.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in RAW_SCHEMA.fields])
+            part.select(
+                *[F.col(f.name).cast(f.dataType).alias(f.name) for f in RAW_SCHEMA.fields],
+                *extra,
+            )
             for part in parts
         ]
     result = parts[0]
     for part in parts[1:]:
         result = result.unionByName(part)
+    return carry_plans(result, given)
+
+
+class TaskSource(Protocol):
+    """Raw rows that Python tasks make themselves (a reader's own parsing, no JVM): task
+    `i` of `tasks` yields the rows of one piece of one file (`file_of(i)`) as Arrow
+    batches of raw-row columns (`schema`: some of `RAW_SCHEMA`'s, the absent ones null;
+    a field `TYPED_FIELDS` names may be given typed)."""
+
+    @property
+    def tasks(self) -> int: ...
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    def file_of(self, index: int) -> int: ...
+
+    def rows(self, index: int) -> Iterator[pa.RecordBatch]: ...
+
+
+@dataclass(frozen=True)
+class TaskRows:
+    """How to make a raw-rows DataFrame in Python tasks: its `sources`, and the `rest`
+    (parts only Spark reads). Ingest uses it to type the rows where they are made
+    (`ingest.plain`) instead of sending each through the JVM; the DataFrame itself is
+    the same rows, for every other use."""
+
+    sources: tuple[TaskSource, ...]
+    rest: tuple[DataFrame, ...]
+
+
+_TASK_ROWS: weakref.WeakKeyDictionary[DataFrame, TaskRows] = weakref.WeakKeyDictionary()
+
+
+def with_task_rows(frame: DataFrame, sources: Sequence[TaskSource]) -> DataFrame:
+    """`frame`, known to be the rows of `sources` and nothing else (`task_rows`)."""
+    _TASK_ROWS[frame] = TaskRows(tuple(sources), ())
+    return frame
+
+
+def task_rows(frame: DataFrame) -> TaskRows | None:
+    """How Python tasks make `frame`'s rows, when a reader said so (else None)."""
+    return _TASK_ROWS.get(frame)
+
+
+def carry_plans(result: DataFrame, parts: Sequence[DataFrame]) -> DataFrame:
+    """`result`, the union of `parts` (or one part transformed by a projection that keeps
+    its rows): made by the parts' task sources and the rest."""
+    plans = [task_rows(p) for p in parts]
+    if all(plan is None for plan in plans) or result in _TASK_ROWS:
+        return result
+    sources: list[TaskSource] = []
+    rest: list[DataFrame] = []
+    for part, plan in zip(parts, plans, strict=True):
+        if plan is None:
+            rest.append(part)
+        else:
+            sources.extend(plan.sources)
+            rest.extend(plan.rest)
+    _TASK_ROWS[result] = TaskRows(tuple(sources), tuple(rest))
     return result
 
 

@@ -35,14 +35,17 @@ from causal_spark.io.raw import (
     PARSE_ERROR,
     RAW_SCHEMA,
     InputFile,
+    carry_plans,
     file_reader,
     spark_path,
     typed_fields,
     union_raw,
     whole_file_rows,
     with_file_ids,
+    with_task_rows,
 )
 from causal_spark.io.readers.jsonl import read_jsonl
+from causal_spark.io.readers.parquet_ranges import columns_of, plan_ranges
 
 # compressed files Spark's text source would decompress by their name (`.gz`: ours)
 _OTHER_CODECS = (".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".br")
@@ -55,7 +58,7 @@ def _union(parts: Sequence[DataFrame]) -> DataFrame:
     result = parts[0]
     for part in parts[1:]:
         result = result.unionByName(part)
-    return result
+    return carry_plans(result, parts)
 
 
 def _finish(rows: DataFrame, keep: Mapping[str, T.DataType] | None = None) -> DataFrame:
@@ -164,7 +167,10 @@ class JsonLinesReader:
         # decompress (by its name) is left to Spark's text source
         ours = [f for f in files if not f.path.lower().endswith(_OTHER_CODECS)]
         theirs = [f for f in files if f.path.lower().endswith(_OTHER_CODECS)]
-        parts = [read_jsonl(spark, ours, text).transform(_finish)] if ours else []
+        parts = []
+        if ours:
+            made = read_jsonl(spark, ours, text)
+            parts.append(carry_plans(_finish(made), [made]))
         if theirs:
             parts.append(self._read_spark(spark, theirs))
         return _union(parts)
@@ -354,6 +360,15 @@ class ParquetReader:
         return union_raw(parts)
 
     def _read(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
+        frame = self._read_spark(spark, files, text)
+        fields = None if text or not files else columns_of(pq.read_schema(files[0].path))
+        if fields is None or self.name != "parquet":
+            return frame
+        # without text, Python tasks can make these rows themselves (`parquet_ranges`)
+        ranges = plan_ranges([(f.file_id, f.path) for f in files], fields)
+        return with_task_rows(frame, [ranges]) if ranges.tasks else frame
+
+    def _read_spark(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
         data = file_reader(spark).parquet(*[spark_path(f.path) for f in files])
         present = {c.lower(): c for c in data.columns}
         located = with_file_ids(

@@ -10,11 +10,12 @@ No task holds more than one split, and a split is at most `SPLIT_BYTES` (or Spar
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from causal_spark.io.raw import InputFile
+from causal_spark.io.raw import InputFile, with_task_rows
 from causal_spark.io.readers import jsonl_kernel as K
 
 SPLIT_BYTES = 64 << 20
@@ -28,6 +29,30 @@ def _split_bytes(spark: SparkSession) -> int:
 def _ddl(schema: pa.Schema) -> str:
     names = {pa.int32(): "int", pa.int64(): "long", pa.string(): "string"}
     return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
+
+
+@dataclass(frozen=True)
+class Splits:
+    """The splits of JSON Lines files as Python tasks make their raw rows (`io.raw.TaskSource`):
+    (file_id, path, start, end, first line) each; `text`: `raw` on every row."""
+
+    splits: tuple[tuple[int, str, int, int | None, int], ...]
+    text: bool
+
+    @property
+    def tasks(self) -> int:
+        return len(self.splits)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return K.SCHEMA
+
+    def file_of(self, index: int) -> int:
+        return self.splits[index][0]
+
+    def rows(self, index: int) -> Iterator[pa.RecordBatch]:
+        file_id, path, start, end, line = self.splits[index]
+        return K.read_split(path, file_id, start, end, line, keep_text=self.text)
 
 
 def read_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = True) -> DataFrame:
@@ -62,10 +87,12 @@ def read_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = Tru
         tasks.append((file_id, path, start, end, first))
         first += ends.get(i, 0)
 
+    source = Splits(tuple(tasks), text)
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                file_id, path, start, end, line = tasks[index]
-                yield from K.read_split(path, file_id, start, end, line, keep_text=text)
+                yield from source.rows(index)
 
-    return spark.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(run, _ddl(K.SCHEMA))
+    frame = spark.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(run, _ddl(K.SCHEMA))
+    return with_task_rows(frame, [source]) if tasks else frame
