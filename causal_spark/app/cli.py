@@ -508,12 +508,15 @@ def _start_warm_up(
 
 
 
-def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
-    """Parse `argv` (a stage command), run the job and return its record (raises on failure)."""
+def run(
+    argv: Sequence[str], session: SparkSession | None = None, progress: Progress | None = None
+) -> RunRecord:
+    """Parse `argv` (a stage command), run the job and return its record (raises on failure).
+    `progress`: told when each stage starts and ends (default: silent)."""
     args = _parser().parse_args(list(argv))
     if args.handler not in (_run_stages, _compare):
         raise ValueError(f"'{args.command}' is not a job of stages")
-    return run_job_of(args, session)
+    return run_job_of(args, session, progress=progress)
 
 
 def _runs(args: argparse.Namespace, session: SparkSession | None = None) -> int:

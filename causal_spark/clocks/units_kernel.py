@@ -12,6 +12,7 @@ traversal (`export_clocks`'), which keeps rows only while they are needed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -191,6 +192,21 @@ DENSE_MAX_CELLS = 1 << 30
 ROLLING_MIN_CELLS = 1 << 26
 
 
+def _kernel_for(
+    unit_row: np.ndarray,
+    unit_proc: np.ndarray,
+    vectors: np.ndarray,
+    dense_max_cells: int,
+    rolling_min_cells: int,
+) -> Any:
+    """The units kernel for these units: a unit with vectors rolls only from
+    min(rolling_min_cells, dense_max_cells + 1) cells (`_rolling`); where none is that
+    large, the kernel compiled without the rolling traversal."""
+    cells = np.diff(unit_row) * np.diff(unit_proc) * vectors
+    bound = min(rolling_min_cells, dense_max_cells + 1)
+    return _units_clocks if len(cells) and int(cells.max()) >= bound else _dense_units_clocks
+
+
 @dataclass(frozen=True)
 class UnitsClocks:
     vc: np.ndarray  # the vectors of the wanted rows, row after row (each has its unit's n entries)
@@ -262,11 +278,7 @@ def units_clocks_at(
         raise GroupShapeError(f"vectors must have one entry per unit ({units}), not {len(vectors)}")
     dense_max = DENSE_MAX_CELLS if dense_max_cells is None else dense_max_cells
     rolling_min = ROLLING_MIN_CELLS if rolling_min_cells is None else rolling_min_cells
-    # a unit rolls only from min(rolling_min, dense_max + 1) cells (`_rolling`): below that
-    # everywhere, the kernel without the rolling traversal (less to compile)
-    cells = np.diff(unit_row) * np.diff(unit_proc) * vectors
-    can_roll = len(cells) > 0 and int(cells.max()) >= min(rolling_min, dense_max + 1)
-    kernel = _units_clocks if can_roll else _dense_units_clocks
+    kernel = _kernel_for(unit_row, unit_proc, vectors, dense_max, rolling_min)
     vc, offsets, lamport, ok = kernel(
         unit_row,
         unit_proc,
