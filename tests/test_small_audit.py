@@ -140,6 +140,9 @@ def test_the_units_kernel_without_rolling_serves_only_units_that_cannot_roll() -
     rolled = units_clocks_at(unit_row, unit_proc, length, send_event, out_rows, dense_max_cells=0)
     dense = units_clocks_at(unit_row, unit_proc, length, send_event, out_rows)
     assert np.array_equal(rolled.vc, dense.vc) and np.array_equal(rolled.lamport, dense.lamport)
+    # one disk-cache index each: two processes saving one variant each cannot mix them
+    kernels = (units_kernel._units_clocks, units_kernel._dense_units_clocks)
+    assert len({k._cache._cache_file._index_name for k in kernels}) == 2
 
 
 def test_small_inputs_are_told_by_their_bytes(tmp_path: Path) -> None:

@@ -42,9 +42,10 @@ def _units_kernel(with_rolling: bool):  # type: ignore[no-untyped-def]
     kernel never compiles `_export_clocks` (about 8 of its 12.5 CPU-s cold): a run
     whose units all fit the dense matrix (every small input) compiles the smaller one.
     `units_clocks_at` picks it only where no unit can roll; the two are otherwise one
-    function, so their rows are the same."""
+    function, so their rows are the same. Each has a name of its own, so each has its own
+    disk-cache index (one index for both would let two processes saving one variant each
+    at once give both entries one data file)."""
 
-    @njit(cache=True, nogil=True)
     def kernel(
         unit_row: np.ndarray,
         unit_proc: np.ndarray,
@@ -173,7 +174,9 @@ def _units_kernel(with_rolling: bool):  # type: ignore[no-untyped-def]
             lo = hi
         return flat, offsets, lamport, ok
 
-    return kernel
+    name = "_units_clocks" if with_rolling else "_dense_units_clocks"
+    kernel.__qualname__ = kernel.__name__ = name
+    return njit(cache=True, nogil=True)(kernel)
 
 
 _units_clocks = _units_kernel(True)
