@@ -195,7 +195,8 @@ def _crown_from(
         spent += _latest_departures(
             n, start, chan_recv, prefix_send, sources, sources_start, sources_channel, departure
         )
-        past[j, :] = departure
+        for p in range(n):  # element loop: see `kernel._recorded`
+            past[j, p] = departure[p]
     for p in range(n):
         scanned[p] = at_start[p + 1]
     frontier[0] = source

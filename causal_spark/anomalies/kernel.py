@@ -385,7 +385,8 @@ def _chains(
         frontier[origin] = True
         found = _NONE
         for level in range(1, n):
-            arrival[:] = before
+            for p in range(n):  # element loops: see `_recorded`
+                arrival[p] = before[p]
             # the goal first: one probe per frontier process often ends the search here,
             # sparing the frontier x n probes of a full level
             c_goal = _NONE
@@ -427,13 +428,15 @@ def _chains(
                 any_improved = any_improved or improved[p]
             if not any_improved:
                 break
-            before[:] = arrival
+            for p in range(n):
+                before[p] = arrival[p]
         if found == _NONE:
             offsets[qi + 1] = used
             continue
         if used + found > path.shape[0]:
             grown = np.empty(max(2 * path.shape[0], used + found), dtype=np.int64)
-            grown[:used] = path[:used]
+            for i in range(used):
+                grown[i] = path[i]
             path = grown
         # walk back: at each process take the message of the latest level (at most the
         # current one) that improved it; `found` is the fewest messages, so the walk takes
@@ -461,7 +464,11 @@ def _recorded(rec: np.ndarray, records: int, level: int, msg: int, prev: int) ->
     set to (level, msg, prev); doubled first when full."""
     if records == rec.shape[1]:
         bigger = np.empty((rec.shape[0], 2 * records), dtype=rec.dtype)
-        bigger[:, :records] = rec
+        # element loops, not a slice assignment: Numba's shape check of an array assigned
+        # to a slice compiles its error message (about 3 CPU-s of `_chains`, cold)
+        for r in range(rec.shape[0]):
+            for i in range(records):
+                bigger[r, i] = rec[r, i]
         rec = bigger
     rec[_LEVEL, records] = level
     rec[_MSG, records] = msg

@@ -53,7 +53,7 @@ from causal_spark.app.summary import (
     skipped_line,
     write_summary,
 )
-from causal_spark.app.warmup import REPLAY, WarmUp, start_warm_up, waiting
+from causal_spark.app.warmup import REPLAY, WarmUp, small_inputs, start_warm_up, waiting
 from causal_spark.config import Config, ConfigError, load_config
 from causal_spark.generate import (
     GeneratorError,
@@ -503,15 +503,20 @@ def _start_warm_up(
     if not master.startswith("local"):
         return None
     protocols = replay_request(args, config).protocols if "replay" in stage_names else ()
-    return start_warm_up(stage_names, protocols)
+    inputs: list[str] = getattr(args, "inputs", None) or []
+    return start_warm_up(stage_names, protocols, small=bool(inputs) and small_inputs(inputs))
 
 
-def run(argv: Sequence[str], session: SparkSession | None = None) -> RunRecord:
-    """Parse `argv` (a stage command), run the job and return its record (raises on failure)."""
+
+def run(
+    argv: Sequence[str], session: SparkSession | None = None, progress: Progress | None = None
+) -> RunRecord:
+    """Parse `argv` (a stage command), run the job and return its record (raises on failure).
+    `progress`: told when each stage starts and ends (default: silent)."""
     args = _parser().parse_args(list(argv))
     if args.handler not in (_run_stages, _compare):
         raise ValueError(f"'{args.command}' is not a job of stages")
-    return run_job_of(args, session)
+    return run_job_of(args, session, progress=progress)
 
 
 def _runs(args: argparse.Namespace, session: SparkSession | None = None) -> int:

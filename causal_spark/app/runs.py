@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -166,6 +167,25 @@ class StageContext:
     def stage_files(self, name: str, writer: FileWriter, written: Mapping[str, int]) -> DataFrame:
         """Stage the files `writer` wrote that `written` names (path -> rows)."""
         return self._record(name, self.txn.stage_files(name, writer, written, self._mode(name)))
+
+    def stage_arrow(self, name: str, rows: pa.Table) -> DataFrame:
+        """Stage rows the driver holds (`RunTransaction.stage_arrow`: no Spark job)."""
+        if RUN_ID in tables.table_schema(name).names and RUN_ID not in rows.column_names:
+            rows = rows.append_column(RUN_ID, pa.array([self.txn.run_id] * rows.num_rows))
+        return self._record(name, self.txn.stage_arrow(name, rows, self._mode(name)))
+
+    def staged_values(self, name: str, column: str) -> bool:
+        """Whether a row this run staged for `name` has `column` not null (mostly from the
+        files' footers, no Spark job)."""
+        return self.txn.staged_values(name, column)
+
+    def staged_nulls(self, name: str, column: str) -> int | None:
+        """Nulls in `column` of what this run staged for `name`, from the files' footers."""
+        return self.txn.staged_nulls(name, column)
+
+    def staged_columns(self, name: str, columns: list[str]) -> pa.Table:
+        """`columns` of the rows this run staged for `name` (read on the driver, no Spark job)."""
+        return self.txn.staged_columns(name, columns)
 
     def remove_scratch(self, writer: FileWriter) -> None:
         self.txn.remove_scratch(writer)

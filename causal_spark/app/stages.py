@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from causal_spark import columns as C
 from causal_spark import tables
@@ -36,7 +36,7 @@ from causal_spark.clocks import (
     with_clocks,
 )
 from causal_spark.clocks.matrix import with_matrix_clocks
-from causal_spark.clocks.recorded import clock_mismatches
+from causal_spark.clocks.recorded import RECORDED_VC, clock_mismatches
 from causal_spark.ingest import IngestTargets, ingest
 from causal_spark.io.sources import only_files, read_raw_rows
 from causal_spark.replay import ReplayRequest, compare_protocols, program_rows, replay_protocols
@@ -106,14 +106,23 @@ def clocks_stage(matrix: bool = False) -> Stage:
         result = with_clocks(events, messages, settings)
         # the tasks that compute the vectors write them (they never cross into the JVM)
         clocked = context.stage_through(tables.EVENTS, result.run_and_write)
-        context.stage(tables.CLOCK_MISMATCHES, clock_mismatches(clocked))
-        status = context.stage(
-            tables.TRACE_CLOCKS, trace_clock_status(clocked, events, messages, result.plan)
+        if context.staged_values(tables.EVENTS, RECORDED_VC):
+            context.stage(tables.CLOCK_MISMATCHES, clock_mismatches(clocked))
+        else:  # no event carries a recorded clock: nothing to compare, no Spark job
+            context.stage_arrow(
+                tables.CLOCK_MISMATCHES, tables.arrow_schema(tables.CLOCK_MISMATCHES).empty_table()
+            )
+        # no null Lamport clock in the files just written: no broken component to look for
+        all_clocked = context.staged_nulls(tables.EVENTS, C.LAMPORT) == 0
+        context.stage(
+            tables.TRACE_CLOCKS,
+            trace_clock_status(clocked, events, messages, result.plan, all_clocked),
         )
         if matrix or settings.matrix:
             context.stage(tables.MATRIX_CLOCKS, with_matrix_clocks(clocked, messages))
-        per_status = status.groupBy("status").count().collect()
-        by_status = {row["status"]: int(row["count"]) for row in per_status}
+        by_status = Counter(
+            context.staged_columns(tables.TRACE_CLOCKS, ["status"]).column("status").to_pylist()
+        )
         context.counts.clocks = ClockCounts(
             traces=sum(by_status.values()),
             invalid_traces=by_status.get(CLOCK_STATUS_INVALID, 0),
@@ -152,7 +161,7 @@ def detect_stage() -> Stage:
             crowns = context.stage(tables.CROWNS, found.crowns)
             context.stage(tables.CROWN_MEMBERS, found.members)
         with _timed("detect: trace_summary"):
-            summary = context.stage(
+            context.stage(
                 tables.TRACE_SUMMARY,
                 summarize_traces(
                     trace_clocks,
@@ -165,18 +174,24 @@ def detect_stage() -> Stage:
                     too_large=too_large,
                 ),
             )
-        too_big = F.col("order_class_reason").startswith(NOT_ANALYSED).alias("too_large")
-        per_class = summary.groupBy("order_class", too_big).count().collect()
-        by_class: dict[str | None, int] = {}
-        for row in per_class:
-            name = "too_large" if row["too_large"] else row["order_class"]
-            by_class[name] = by_class.get(name, 0) + int(row["count"])
-        per_kind = violations.groupBy("kind").count().collect()
+        # the counts from the staged files, on the driver (no Spark job)
+        classes = context.staged_columns(
+            tables.TRACE_SUMMARY, ["order_class", "order_class_reason"]
+        ).to_pylist()
+        by_class: Counter[str | None] = Counter(
+            "too_large"
+            if (row["order_class_reason"] or "").startswith(NOT_ANALYSED)
+            else row["order_class"]
+            for row in classes
+        )
+        by_kind = Counter(
+            context.staged_columns(tables.VIOLATIONS, ["kind"]).column("kind").to_pylist()
+        )
         context.counts.detect = DetectCounts(
             violations=context.counts.rows[tables.VIOLATIONS],
             crowns=context.counts.rows[tables.CROWNS],
             by_class={name: by_class.get(name, 0) for name in ORDER_CLASSES},
-            by_kind={row["kind"]: int(row["count"]) for row in per_kind},
+            by_kind=dict(by_kind),
             unanalysable=by_class.get(None, 0),
             too_large=by_class.get("too_large", 0),
         )
@@ -214,16 +229,12 @@ def replay_stage(request: ReplayRequest, compiled: bool = False) -> Stage:
                 warm_up(request.protocols)
         with _timed("replay"):
             replayed = replay_protocols(programs, request)
-            runs = context.stage(tables.PROTOCOL_RUNS, replayed.runs)
+            context.stage(tables.PROTOCOL_RUNS, replayed.runs)
             context.stage(tables.DELIVERIES, replayed.deliveries)
-        per_status = runs.groupBy("status").agg(
-            F.count("*").alias("runs"),
-            F.count(F.when(F.col("verified") == F.lit(False), True)).alias("unverified"),
-        )
-        rows = per_status.collect()
+        staged = context.staged_columns(tables.PROTOCOL_RUNS, ["status", "verified"])
         context.counts.replay = ReplayCounts(
-            by_status={row["status"]: int(row["runs"]) for row in rows},
-            unverified=sum(int(row["unverified"]) for row in rows),
+            by_status=dict(Counter(staged.column("status").to_pylist())),
+            unverified=sum(v is False for v in staged.column("verified").to_pylist()),
         )
 
     return run

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the warm-up process itself loads no Spark
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 CLOCKS, DETECT, REPLAY = "clocks", "detect", "replay"
 # the parts in the order the stages need them
 PARTS = (CLOCKS, DETECT, REPLAY)
+# inputs of fewer bytes are `small`: in practice no component there is large enough for the
+# kernels of `clocks.warmup.LARGE_KERNELS` (2^26 vector entries; a JSON Lines event is ~100 B)
+LARGE_INPUT_BYTES = 16 << 20
 
 
 class WarmUp:
@@ -80,9 +84,13 @@ class WarmUp:
         self._reader.join(timeout=5)
 
 
-def start_warm_up(stage_names: Sequence[str], protocols: Sequence[str]) -> WarmUp | None:
+def start_warm_up(
+    stage_names: Sequence[str], protocols: Sequence[str], small: bool = False
+) -> WarmUp | None:
     """Start compiling what stages `stage_names` need (replay: `protocols`) in a process of
-    its own; None when they need nothing compiled."""
+    its own; None when they need nothing compiled. `small`: the inputs are too small for
+    the kernels only large components call (`clocks.warmup.LARGE_KERNELS`): those are left
+    to whichever process first needs them."""
     parts = [part for part in PARTS if part in stage_names]  # a part is named as its stage
     if REPLAY in parts and not protocols:
         parts.remove(REPLAY)
@@ -91,11 +99,26 @@ def start_warm_up(stage_names: Sequence[str], protocols: Sequence[str]) -> WarmU
     command = [sys.executable, "-m", "causal_spark.app.warmup", "--parts", ",".join(parts)]
     if REPLAY in parts:
         command += ["--protocols", ",".join(protocols)]
+    if small:
+        command.append("--small")
     # a group of its own, so that `close` ends the children it forks with it
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True
     )
     return WarmUp(parts, process)
+
+
+def small_inputs(paths: Sequence[str], limit: int = LARGE_INPUT_BYTES) -> bool:
+    """Whether the files under `paths` hold fewer than `limit` bytes (stops once past it)."""
+    total = 0
+    for given in paths:
+        found = [Path(given)] if Path(given).is_file() else Path(given).rglob("*")
+        for path in found:
+            with contextlib.suppress(OSError):  # gone meanwhile: ingest will say so
+                total += path.stat().st_size if path.is_file() else 0
+            if total >= limit:
+                return False
+    return True
 
 
 def waiting(stage: Stage, warm_up: WarmUp, part: str) -> Stage:
@@ -108,11 +131,11 @@ def waiting(stage: Stage, warm_up: WarmUp, part: str) -> Stage:
     return run
 
 
-def _compile(part: str, protocols: Sequence[str]) -> None:
+def _compile(part: str, protocols: Sequence[str], small: bool = False) -> None:
     if part == CLOCKS:
         from causal_spark.clocks.warmup import compile_kernels
 
-        compile_kernels()
+        compile_kernels(large=not small)
     elif part == DETECT:
         from causal_spark.anomalies.warmup import compile_kernels as compile_detect
 
@@ -130,18 +153,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m causal_spark.app.warmup")
     parser.add_argument("--parts", required=True)
     parser.add_argument("--protocols", default="")
+    parser.add_argument("--small", action="store_true", help="no kernel of large inputs")
     args = parser.parse_args(argv)
     parts = args.parts.split(",")
     protocols = [name for name in args.protocols.split(",") if name]
     early = [part for part in parts if part != REPLAY]
     if REPLAY not in parts or not early or not hasattr(os, "fork"):
-        _run(parts, protocols)
+        _run(parts, protocols, args.small)
         return 0
     child = os.fork()  # this process runs no thread yet: a fork is safe
     if child == 0:
         code = 1
         try:
-            _run(early, protocols)
+            _run(early, protocols, args.small)
             code = 0
         finally:
             sys.stdout.flush()
@@ -151,10 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if os.waitstatus_to_exitcode(status) == 0 else 1
 
 
-def _run(parts: Sequence[str], protocols: Sequence[str]) -> None:
+def _run(parts: Sequence[str], protocols: Sequence[str], small: bool = False) -> None:
     for part in parts:
         began = time.monotonic()
-        _compile(part, protocols)
+        _compile(part, protocols, small)
         print(f"done {part} {time.monotonic() - began:.1f}", flush=True)
 
 

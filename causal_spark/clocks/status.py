@@ -63,7 +63,11 @@ def _witness(events: pa.Table, links: pa.Table) -> pa.Table:
 
 
 def trace_clock_status(
-    clocked: DataFrame, events: DataFrame, messages: DataFrame, plan: DataFrame
+    clocked: DataFrame,
+    events: DataFrame,
+    messages: DataFrame,
+    plan: DataFrame,
+    all_clocked: bool = False,
 ) -> DataFrame:
     """One row per trace: its size, how its clocks were computed, ok, INVALID with a witness,
     or not_applicable with the reason.
@@ -76,25 +80,34 @@ def trace_clock_status(
     traversal that computes no clocks, which only corrupt components pay for.
     A trace with a component the plan kept from its vectors (or from any clocks) is
     otherwise `not_applicable`, with the plan's reason (`clocks.size`).
+    `all_clocked`: no event of `clocked` has a null `lamport` (known, e.g. from the
+    written files' statistics): no component is broken, and no Spark job looks for one.
     Output: the columns of the `trace_clocks` table.
     """
     # a component the plan gave no clocks at all has null Lamport clocks without a cycle
     clocked_units = plan.where(F.col(CLOCKS) >= LAMPORT_ONLY).select(C.TRACE_ID, C.PIDX, COMPONENT)
-    broken = checkpoint(
-        clocked.where(F.col(C.LAMPORT).isNull())
-        .select(C.TRACE_ID, C.PIDX)
-        .distinct()
-        .join(F.broadcast(clocked_units), [C.TRACE_ID, C.PIDX])
-        .select(*UNIT)
-        .distinct()
-    )
     witness_schema = T.StructType(
         [
             T.StructField(C.TRACE_ID, T.StringType()),
             T.StructField(CYCLE, T.ArrayType(T.StringType())),
         ]
     )
-    if broken.isEmpty():
+    unit_schema = T.StructType(
+        [T.StructField(C.TRACE_ID, T.StringType()), T.StructField(COMPONENT, T.IntegerType())]
+    )
+    broken = (
+        clocked.sparkSession.createDataFrame([], unit_schema)
+        if all_clocked
+        else checkpoint(
+            clocked.where(F.col(C.LAMPORT).isNull())
+            .select(C.TRACE_ID, C.PIDX)
+            .distinct()
+            .join(F.broadcast(clocked_units), [C.TRACE_ID, C.PIDX])
+            .select(*UNIT)
+            .distinct()
+        )
+    )
+    if all_clocked or broken.isEmpty():
         witnesses = clocked.sparkSession.createDataFrame([], witness_schema)
     else:
         # every broken component as one slab (no slab starts): a cycle across slab borders

@@ -12,6 +12,7 @@ traversal (`export_clocks`'), which keeps rows only while they are needed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -34,129 +35,152 @@ def _rolling(rows: int, n: int, wanted: int, dense_max_cells: int, rolling_min_c
     return cells > dense_max_cells or (cells >= rolling_min_cells and 4 * wanted <= 3 * rows)
 
 
-@njit(cache=True, nogil=True)
-def _units_clocks(
-    unit_row: np.ndarray,
-    unit_proc: np.ndarray,
-    start: np.ndarray,
-    length: np.ndarray,
-    send_event: np.ndarray,
-    out_rows: np.ndarray,
-    out_pos: np.ndarray,
-    vectors: np.ndarray,
-    dense_max_cells: int,
-    rolling_min_cells: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    units = unit_row.shape[0] - 1
-    wanted = out_rows.shape[0]
-    out_unit = np.searchsorted(unit_row, out_rows, side="right") - 1
-    offsets = np.zeros(wanted + 1, dtype=np.int64)
-    in_order = True
-    for i in range(wanted):
-        u = out_unit[i]
-        offsets[out_pos[i] + 1] = unit_proc[u + 1] - unit_proc[u] if vectors[u] else 0
-        in_order = in_order and out_pos[i] == i
-    for i in range(wanted):
-        offsets[i + 1] += offsets[i]
-    lamport = np.empty(wanted, dtype=np.int64)
-    ok = np.ones(units, dtype=np.bool_)
-    # one unit whose every row is wanted in order (a large trace) keeps the kernel's buffer
-    whole = units == 1 and vectors[0] and in_order and wanted == unit_row[units] - unit_row[0]
-    # a unit too large for a dense matrix, alone here: the rolling kernel's output rows are
-    # the output (it writes each wanted row at its output position)
-    alone_rolling = units == 1 and vectors[0] and _rolling(
-        unit_row[1] - unit_row[0], unit_proc[1] - unit_proc[0], wanted, dense_max_cells,
-        rolling_min_cells,
-    )  # fmt: skip
-    flat = np.empty(0 if whole or alone_rolling else offsets[wanted], dtype=np.int32)
-    lo = 0
-    for u in range(units):
-        hi = lo
-        while hi < wanted and out_rows[hi] < unit_row[u + 1]:
-            hi += 1
-        if hi == lo:
-            continue  # nothing of this unit is wanted here
-        r0, r1 = unit_row[u], unit_row[u + 1]
-        p0, p1 = unit_proc[u], unit_proc[u + 1]
-        n = p1 - p0
-        local_start = start[p0:p1] - r0
-        if r0 == 0:
-            local_send = send_event[r0:r1]  # read only: no copy of an events-sized array
-        else:
-            local_send = send_event[r0:r1].copy()
-            for i in range(r1 - r0):
-                if local_send[i] >= 0:
-                    local_send[i] -= r0
-        if not vectors[u]:
-            # too wide for vectors (`clocks.size`): Lamport clocks only, O(events) memory
-            lam = np.empty(r1 - r0, dtype=np.int64)
-            ptr = _advance(local_start, length[p0:p1], local_send, lam)
+def _units_kernel(with_rolling: bool):  # type: ignore[no-untyped-def]
+    """The units kernel; `with_rolling` False: one that cannot run the rolling traversal.
+
+    Numba drops the branch on the closure's constant before typing, so the dense-only
+    kernel never compiles `_export_clocks` (about 8 of its 12.5 CPU-s cold): a run
+    whose units all fit the dense matrix (every small input) compiles the smaller one.
+    `units_clocks_at` picks it only where no unit can roll; the two are otherwise one
+    function, so their rows are the same. Each has a name of its own, so each has its own
+    disk-cache index (one index for both would let two processes saving one variant each
+    at once give both entries one data file)."""
+
+    def kernel(
+        unit_row: np.ndarray,
+        unit_proc: np.ndarray,
+        start: np.ndarray,
+        length: np.ndarray,
+        send_event: np.ndarray,
+        out_rows: np.ndarray,
+        out_pos: np.ndarray,
+        vectors: np.ndarray,
+        dense_max_cells: int,
+        rolling_min_cells: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        units = unit_row.shape[0] - 1
+        wanted = out_rows.shape[0]
+        # each wanted row's unit (out_rows ascend: a walk, not np.searchsorted, which is
+        # slow to compile)
+        out_unit = np.empty(wanted, dtype=np.int64)
+        u = 0
+        for i in range(wanted):
+            while out_rows[i] >= unit_row[u + 1]:
+                u += 1
+            out_unit[i] = u
+        offsets = np.zeros(wanted + 1, dtype=np.int64)
+        in_order = True
+        for i in range(wanted):
+            u = out_unit[i]
+            offsets[out_pos[i] + 1] = unit_proc[u + 1] - unit_proc[u] if vectors[u] else 0
+            in_order = in_order and out_pos[i] == i
+        for i in range(wanted):
+            offsets[i + 1] += offsets[i]
+        lamport = np.empty(wanted, dtype=np.int64)
+        ok = np.ones(units, dtype=np.bool_)
+        # one unit whose every row is wanted in order (a large trace) keeps the kernel's buffer
+        whole = units == 1 and vectors[0] and in_order and wanted == unit_row[units] - unit_row[0]
+        # a unit too large for a dense matrix, alone here: the rolling kernel's output rows are
+        # the output (it writes each wanted row at its output position)
+        alone_rolling = units == 1 and vectors[0] and _rolling(
+            unit_row[1] - unit_row[0], unit_proc[1] - unit_proc[0], wanted, dense_max_cells,
+            rolling_min_cells,
+        )  # fmt: skip
+        flat = np.empty(0 if whole or alone_rolling else offsets[wanted], dtype=np.int32)
+        lo = 0
+        for u in range(units):
+            hi = lo
+            while hi < wanted and out_rows[hi] < unit_row[u + 1]:
+                hi += 1
+            if hi == lo:
+                continue  # nothing of this unit is wanted here
+            r0, r1 = unit_row[u], unit_row[u + 1]
+            p0, p1 = unit_proc[u], unit_proc[u + 1]
+            n = p1 - p0
+            local_start = start[p0:p1] - r0
+            if r0 == 0:
+                local_send = send_event[r0:r1]  # read only: no copy of an events-sized array
+            else:
+                local_send = send_event[r0:r1].copy()
+                for i in range(r1 - r0):
+                    if local_send[i] >= 0:
+                        local_send[i] -= r0
+            if not vectors[u]:
+                # too wide for vectors (`clocks.size`): Lamport clocks only, O(events) memory
+                lam = np.empty(r1 - r0, dtype=np.int64)
+                ptr = _advance(local_start, length[p0:p1], local_send, lam)
+                for p in range(n):
+                    if ptr[p] < local_start[p] + length[p0 + p]:
+                        ok[u] = False
+                for i in range(lo, hi):
+                    lamport[out_pos[i]] = lam[out_rows[i] - r0]
+                lo = hi
+                continue
+            rolling = _rolling(r1 - r0, n, hi - lo, dense_max_cells, rolling_min_cells)
+            if rolling and not with_rolling:
+                raise ValueError("a unit needs the rolling kernel: call _units_clocks")
+            if rolling and with_rolling:
+                # rows kept: the wanted ones, one per process, the sends in flight
+                export_of = np.full(r1 - r0, -1, dtype=np.int64)
+                for i in range(lo, hi):
+                    export_of[out_rows[i] - r0] = out_pos[i] if alone_rolling else i - lo
+                vc, lam, _, ptr, _ = _export_clocks(
+                    local_start,
+                    length[p0:p1],
+                    np.ones(n, dtype=np.int64),
+                    local_send,
+                    np.full(r1 - r0, -1, dtype=np.int64),
+                    np.zeros((0, n), dtype=np.int32),  # no seeds (it keeps its own n x n rows)
+                    np.zeros(n, dtype=np.int64),
+                    np.zeros((0, n), dtype=np.int32),
+                    np.zeros(0, dtype=np.int64),
+                    np.full(n, -1, dtype=np.int64),
+                    np.zeros(0, dtype=np.int64),
+                    0,
+                    export_of,
+                    hi - lo,
+                )
+            else:
+                vc, lam, _, ptr = _clocks(
+                    local_start,
+                    length[p0:p1],
+                    np.ones(n, dtype=np.int64),
+                    local_send,
+                    np.full(r1 - r0, -1, dtype=np.int64),
+                    np.zeros((0, n), dtype=np.int32),  # no seeds: no n x n matrix
+                    np.zeros(n, dtype=np.int64),
+                    np.zeros((0, n), dtype=np.int32),
+                    np.zeros(0, dtype=np.int64),
+                    np.full(n, -1, dtype=np.int64),
+                    np.zeros(0, dtype=np.int64),
+                    0,
+                )
             for p in range(n):
                 if ptr[p] < local_start[p] + length[p0 + p]:
                     ok[u] = False
-            for i in range(lo, hi):
-                lamport[out_pos[i]] = lam[out_rows[i] - r0]
+            # element loops, not slice assignments: Numba's shape check of a slice
+            # assignment compiles its error message (about 2.5 of the kernel's CPU-s cold)
+            if alone_rolling or whole:
+                flat = vc.reshape(-1)
+                for i in range(wanted):
+                    lamport[i] = lam[i]
+            else:
+                for i in range(lo, hi):
+                    e = i - lo if rolling else out_rows[i] - r0
+                    at = out_pos[i]
+                    lamport[at] = lam[e]
+                    for j in range(n):
+                        flat[offsets[at] + j] = vc[e, j]
             lo = hi
-            continue
-        rolling = _rolling(r1 - r0, n, hi - lo, dense_max_cells, rolling_min_cells)
-        if rolling:
-            # rows kept: the wanted ones, one per process, the sends in flight
-            export_of = np.full(r1 - r0, -1, dtype=np.int64)
-            for i in range(lo, hi):
-                export_of[out_rows[i] - r0] = out_pos[i] if alone_rolling else i - lo
-            vc, lam, _, ptr, _ = _export_clocks(
-                local_start,
-                length[p0:p1],
-                np.ones(n, dtype=np.int64),
-                local_send,
-                np.full(r1 - r0, -1, dtype=np.int64),
-                np.zeros((0, n), dtype=np.int32),  # no seeds (it keeps its own n x n rows)
-                np.zeros(n, dtype=np.int64),
-                np.zeros((0, n), dtype=np.int32),
-                np.zeros(0, dtype=np.int64),
-                np.full(n, -1, dtype=np.int64),
-                np.zeros(0, dtype=np.int64),
-                0,
-                export_of,
-                hi - lo,
-            )
-        else:
-            vc, lam, _, ptr = _clocks(
-                local_start,
-                length[p0:p1],
-                np.ones(n, dtype=np.int64),
-                local_send,
-                np.full(r1 - r0, -1, dtype=np.int64),
-                np.zeros((0, n), dtype=np.int32),  # no seeds: no n x n matrix
-                np.zeros(n, dtype=np.int64),
-                np.zeros((0, n), dtype=np.int32),
-                np.zeros(0, dtype=np.int64),
-                np.full(n, -1, dtype=np.int64),
-                np.zeros(0, dtype=np.int64),
-                0,
-            )
-        for p in range(n):
-            if ptr[p] < local_start[p] + length[p0 + p]:
-                ok[u] = False
-        if alone_rolling:
-            flat = vc.reshape(-1)
-            lamport[:] = lam
-        elif rolling:
-            for i in range(lo, hi):
-                at = out_pos[i]
-                lamport[at] = lam[i - lo]
-                flat[offsets[at] : offsets[at + 1]] = vc[i - lo]
-        elif whole:
-            flat = vc.reshape(-1)
-            lamport[:] = lam
-        else:
-            for i in range(lo, hi):
-                e = out_rows[i] - r0
-                at = out_pos[i]
-                lamport[at] = lam[e]
-                flat[offsets[at] : offsets[at + 1]] = vc[e]
-        lo = hi
-    return flat, offsets, lamport, ok
+        return flat, offsets, lamport, ok
+
+    name = "_units_clocks" if with_rolling else "_dense_units_clocks"
+    kernel.__qualname__ = kernel.__name__ = name
+    return njit(cache=True, nogil=True)(kernel)
+
+
+_units_clocks = _units_kernel(True)
+_dense_units_clocks = _units_kernel(False)
 
 
 # Above this many vector entries (int32) a unit's clocks are computed keeping only the rows
@@ -169,6 +193,21 @@ DENSE_MAX_CELLS = 1 << 30
 # first touching memory is what the dense kernel spent most of its time on in a Spark task
 # (10^7 x 64, one of two parts: 1.06 * 10^6 page faults, 6.5 of 7.3 s in the kernel).
 ROLLING_MIN_CELLS = 1 << 26
+
+
+def _kernel_for(
+    unit_row: np.ndarray,
+    unit_proc: np.ndarray,
+    vectors: np.ndarray,
+    dense_max_cells: int,
+    rolling_min_cells: int,
+) -> Any:
+    """The units kernel for these units: a unit with vectors rolls only from
+    min(rolling_min_cells, dense_max_cells + 1) cells (`_rolling`); where none is that
+    large, the kernel compiled without the rolling traversal."""
+    cells = np.diff(unit_row) * np.diff(unit_proc) * vectors
+    bound = min(rolling_min_cells, dense_max_cells + 1)
+    return _units_clocks if len(cells) and int(cells.max()) >= bound else _dense_units_clocks
 
 
 @dataclass(frozen=True)
@@ -240,7 +279,10 @@ def units_clocks_at(
     vectors = np.ones(units, dtype=np.bool_) if vectors is None else vectors.astype(np.bool_)
     if len(vectors) != units:
         raise GroupShapeError(f"vectors must have one entry per unit ({units}), not {len(vectors)}")
-    vc, offsets, lamport, ok = _units_clocks(
+    dense_max = DENSE_MAX_CELLS if dense_max_cells is None else dense_max_cells
+    rolling_min = ROLLING_MIN_CELLS if rolling_min_cells is None else rolling_min_cells
+    kernel = _kernel_for(unit_row, unit_proc, vectors, dense_max, rolling_min)
+    vc, offsets, lamport, ok = kernel(
         unit_row,
         unit_proc,
         start,
@@ -249,8 +291,8 @@ def units_clocks_at(
         out_rows,
         out_pos,
         vectors,
-        DENSE_MAX_CELLS if dense_max_cells is None else dense_max_cells,
-        ROLLING_MIN_CELLS if rolling_min_cells is None else rolling_min_cells,
+        dense_max,
+        rolling_min,
     )
     return UnitsClocks(vc, offsets, lamport, ok)
 

@@ -18,14 +18,15 @@ from numba import types
 
 from causal_spark.clocks.components import _union_find_labels
 from causal_spark.clocks.kernel import _advance, _cycle, _layout_rows
-from causal_spark.clocks.units_kernel import _units_clocks
+from causal_spark.clocks.units_kernel import _dense_units_clocks, _units_clocks
 
 _I64 = types.int64
 _V = types.int64[::1]  # a C-contiguous int64 vector
 _B = types.boolean[::1]
 
+_UNITS = (_V, _V, _V, _V, _V, _V, _V, _B, _I64, _I64)
 KERNELS: tuple[tuple[Any, tuple[Any, ...]], ...] = (
-    (_units_clocks, (_V, _V, _V, _V, _V, _V, _V, _B, _I64, _I64)),
+    (_dense_units_clocks, _UNITS),
     (_layout_rows, (_V, _V, _V, _V, _I64)),
     (_advance, (_V, _V, _V, _V)),
     (_cycle, (_V, _V, _V, _V)),
@@ -33,7 +34,13 @@ KERNELS: tuple[tuple[Any, tuple[Any, ...]], ...] = (
 )
 
 
-def compile_kernels() -> None:
-    """Compile (or load from the disk cache) every kernel of `KERNELS` for its types."""
-    for kernel, signature in KERNELS:
+# only a unit of at least 2^26 vector entries (`units_kernel.ROLLING_MIN_CELLS`) calls it:
+# compiled ahead unless the inputs are small (`app.warmup.small_inputs`), else where first met
+LARGE_KERNELS: tuple[tuple[Any, tuple[Any, ...]], ...] = ((_units_clocks, _UNITS),)
+
+
+def compile_kernels(large: bool = True) -> None:
+    """Compile (or load from the disk cache) every kernel of `KERNELS` for its types, and
+    with `large` those of `LARGE_KERNELS` too."""
+    for kernel, signature in (*KERNELS, *(LARGE_KERNELS if large else ())):
         kernel.compile(signature)

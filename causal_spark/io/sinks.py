@@ -445,6 +445,67 @@ class RunTransaction:
     def staged_rows(self, table: str) -> int:
         return self.staged[table].rows
 
+    def stage_arrow(
+        self, table: str, rows: pa.Table, mode: WriteMode = "overwrite"
+    ) -> DataFrame:
+        """Stage `rows`, held by the driver, as the next content of `table`: written by a
+        `FileWriter` here (the same files a task would write), no Spark job; no file when
+        there is no row."""
+        began = time.monotonic()
+        writer = self.writer(table)
+        written = writer.write(rows).to_pylist()
+        return self.stage_files(
+            table, writer, {row["path"]: int(row["rows"]) for row in written}, mode, began
+        )
+
+    def staged_values(self, table: str, column: str) -> bool:
+        """Whether some row this run staged for `table` has `column` not null, from the
+        files' footers (a value's statistics); a file whose footer cannot tell (no
+        statistics, or nulls and empty lists only) has the column read on the driver."""
+        for path in self.staged[table].files:
+            footer = pq.ParquetFile(path).metadata
+            leaves = [
+                i
+                for i in range(footer.num_columns)
+                if footer.schema.column(i).path.split(".")[0] == column
+            ]
+            for group in range(footer.num_row_groups):
+                for leaf in leaves:
+                    stats = footer.row_group(group).column(leaf).statistics
+                    if stats is None or stats.has_min_max:
+                        return True  # a value (or no statistics: assume one)
+            read = pq.read_table(path, columns=[column]).column(column)
+            if read.null_count < len(read):
+                return True
+        return False
+
+    def staged_nulls(self, table: str, column: str) -> int | None:
+        """The nulls in flat `column` of what this run staged for `table`, from the files'
+        footers (no read, no Spark job); None when a footer has no statistics for it."""
+        nulls = 0
+        for path in self.staged[table].files:
+            footer = pq.ParquetFile(path).metadata
+            leaf = [i for i in range(footer.num_columns) if footer.schema.column(i).path == column]
+            if len(leaf) != 1:
+                return None
+            for group in range(footer.num_row_groups):
+                stats = footer.row_group(group).column(leaf[0]).statistics
+                if stats is None or not stats.has_null_count:
+                    return None
+                nulls += stats.null_count
+        return nulls
+
+    def staged_columns(self, table: str, columns: list[str]) -> pa.Table:
+        """`columns` of what this run staged for `table`, read from its files on the driver
+        (pyarrow, no Spark job): for the counts a stage reports on a table it just wrote."""
+        staged = self.staged[table]
+        schema = tables.arrow_schema(table)
+        wanted = pa.schema([schema.field(name) for name in columns])
+        if not staged.files:
+            return wanted.empty_table()
+        parts = [pq.read_table(f, columns=columns) for f in staged.files]
+        return pa.concat_tables([part.cast(wanted) for part in parts])
+
     def commit(self) -> dict[str, int]:
         """Commit every staged table (one Delta transaction each); return their versions.
 
