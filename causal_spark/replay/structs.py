@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 from numba import njit, types
+from numba.core.datamodel import models
+from numba.core.datamodel.registry import register_default
 from numba.core.registry import CPUDispatcher
 from numba.experimental import structref
 from numba.extending import intrinsic
@@ -93,7 +95,29 @@ class _Unliteral(types.StructRef):
         return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
 
 
-@structref.register
+class _BorrowedModel(models.StructRefModel):
+    """A StructRef whose own reference is never counted in compiled code: its Python proxy
+    keeps it alive while the loop runs (each one is made by a compiled function that
+    returns it to Python, and every compiled function that gets it gets it from Python).
+    A counted StructRef costs an atomic increment and decrement each time a function
+    receives it or a variable takes it, which cost more than most events (45% of
+    `lamport_total`'s loop, in `perf`). Its fields (arrays) are counted as before."""
+
+    def has_nrt_meminfo(self) -> bool:
+        return False
+
+    def traverse(self, builder: Any) -> Any:
+        return []
+
+
+def _borrowed(struct_type: Any) -> Any:
+    """`structref.register`, with the `_BorrowedModel`."""
+    structref.register(struct_type)
+    register_default(struct_type)(_BorrowedModel)
+    return struct_type
+
+
+@_borrowed
 class _LayoutType(_Unliteral):
     pass
 
@@ -102,7 +126,7 @@ class LayoutRef(structref.StructRefProxy):
     """The `Layout` as the loop sees it."""
 
 
-@structref.register
+@_borrowed
 class _EngType(_Unliteral):
     pass
 
@@ -111,7 +135,7 @@ class EngRef(structref.StructRefProxy):
     """The engine state (`Eng`) as the loop sees it."""
 
 
-@structref.register
+@_borrowed
 class _PoolType(_Unliteral):
     pass
 
@@ -120,7 +144,7 @@ class PoolRef(structref.StructRefProxy):
     """Fixed-width integer rows, each shared by some holders (`new_pool`)."""
 
 
-@structref.register
+@_borrowed
 class _GridType(_Unliteral):
     pass
 
