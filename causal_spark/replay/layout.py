@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from causal_spark.replay.memory import give_back
+from causal_spark.replay.memory import give_back, small_pages
 from causal_spark.replay.model import (
     EXTERNAL,
     INTERNAL,
@@ -287,6 +287,7 @@ class LayoutBuilder:
     def n(self) -> int:
         return max(self.names) + 1 if self.names else 0
 
+    @small_pages()
     def finish(self) -> CompiledTrace:
         """The layout of every row added (raises `TraceShapeError` as the reference does)."""
         n = self.n
