@@ -344,7 +344,7 @@ class LayoutBuilder:
         del origin
         for c in self.chunks:
             if _place_receives(
-                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, kind, copy_start, dst, recv_ev,
+                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, dst, recv_ev,
                 take,
             ):  # fmt: skip
                 raise TraceShapeError(
@@ -506,24 +506,53 @@ def _sort_copies(copy_start, dst, origin, kept):  # type: ignore[no-untyped-def]
     return False
 
 
+_BY_SENDER = 1024  # processes up to which `_place_receives` takes a chunk's rows by sender
+
+
 @njit(cache=True)
-def _place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, kind, copy_start, dst,  # type: ignore[no-untyped-def]
+def _place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start, dst,  # type: ignore[no-untyped-def]
                     recv_ev, take):  # fmt: skip
     """Each receive of a sent message finds its copy by the send's coordinates. True if one
-    does not (a bad table: the send is not there, or the message is received twice)."""
+    does not (a bad table: the send is not there, or the message is received twice).
+
+    A chunk's rows are one receiver's (or a few), in lseq order; their sends are spread
+    over the senders' events. Taken sender by sender, each sender's events are read in
+    order (a few sequential runs, which the processor prefetches) instead of jumping
+    between up to n senders' columns at every row (half of `finish` at 10^7 messages)."""
     n = len(ev_start) - 1
-    for row in range(len(p_of)):
-        if code_of[row] != RECEIVE or plseq_of[row] < 0:
-            continue
+    rows = len(p_of)
+    order = np.empty(rows, np.int32)
+    if n <= _BY_SENDER:
+        start = np.zeros(n + 1, np.int64)
+        for row in range(rows):
+            if code_of[row] == RECEIVE and plseq_of[row] >= 0:
+                s = peer_of[row]
+                if s < 0 or s >= n:
+                    return True
+                start[s + 1] += 1
+        for s in range(n):
+            start[s + 1] += start[s]
+        total = start[n]
+        for row in range(rows):
+            if code_of[row] == RECEIVE and plseq_of[row] >= 0:
+                s = peer_of[row]
+                order[start[s]] = row
+                start[s] += 1
+    else:
+        total = 0
+        for row in range(rows):
+            if code_of[row] == RECEIVE and plseq_of[row] >= 0:
+                order[total] = row
+                total += 1
+    for i in range(total):
+        row = order[i]
         p = p_of[row]
         s = peer_of[row]
         k = plseq_of[row]
         if s < 0 or s >= n or k > ev_start[s + 1] - ev_start[s]:
             return True
         es = ev_start[s] + k - 1
-        if kind[es] != SEND:
-            return True
-        found = -1
+        found = -1  # only send events have copies (`_place_events`)
         for m in range(copy_start[es], copy_start[es + 1]):
             if dst[m] == p:
                 found = m

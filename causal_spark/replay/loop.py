@@ -262,11 +262,19 @@ def control_latency(eng, lay, sender, dst):  # type: ignore[no-untyped-def]
     width = max(lay.n, 1)
     key = sender * width + dst
     keys = lay.ch_keys
-    if len(keys) == width * width:  # every channel (sorted, distinct): the key is the index
+    count = lay.channels
+    if count == width * width:  # every channel (sorted, distinct): the key is the index
         return lay.ch_lat[key]
-    i = np.searchsorted(keys, key)
-    if i < len(keys) and keys[i] == key:
-        return lay.ch_lat[i]
+    lo = 0  # the first channel whose key is not below `key` (sorted keys)
+    hi = count
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < count and keys[lo] == key:
+        return lay.ch_lat[lo]
     if not np.isnan(lay.trace_lat):
         return lay.trace_lat
     return eng.default_latency
@@ -425,7 +433,10 @@ def _exec_send(eng, lay, p, lo, hi):  # type: ignore[no-untyped-def]
     if holders == 0:
         return
     slot = pool_take(eng.vpool, holders)
-    pool_row(eng.vpool, slot)[:] = eng.vc[p]
+    row = pool_row(eng.vpool, slot)
+    n = lay.n
+    for q in range(n):
+        row[q] = eng.vc[p * n + q]
     for m in range(lo, hi):
         if lay.dst[m] >= 0 and not np.isnan(lay.latency[m]):
             eng.vslot[m] = slot
@@ -447,16 +458,19 @@ def _exec_take(eng, lay, p, m):  # type: ignore[no-untyped-def]
         elif eng.chan_max[key] < k:
             eng.chan_max[key] = k
         return
-    mine = eng.vc[p]
-    if s != p and mine[s] >= k:
+    n = lay.n
+    vc = eng.vc
+    mine = p * n  # p's vector clock: vc[mine : mine + n]
+    if s != p and vc[mine + s] >= k:
         eng.cnt[K_VIOLATED] = 1
     slot = eng.vslot[m]
     row = pool_row(eng.vpool, slot)
-    for q in range(lay.n):
-        if row[q] > mine[q]:
-            mine[q] = row[q]
-    if k > mine[s]:
-        mine[s] = k
+    for q in range(n):  # branch-free (vectorised)
+        a = vc[mine + q]
+        b = row[q]
+        vc[mine + q] = a if a > b else b
+    if k > vc[mine + s]:
+        vc[mine + s] = k
     pool_release(eng.vpool, slot)
 
 
@@ -690,7 +704,7 @@ def new_engine(
         np.zeros(n if checked else 1, np.int32),
         np.zeros(count if checked else 1, np.int32),
         np.zeros(n * n if verify == V_FIFO else 1, np.int32),
-        np.zeros((n, n) if causal else (1, 1), np.int32),
+        np.zeros(n * n if causal else 1, np.int32),
         new_pool(n if causal else 1, 64 if causal else 1, np.int32),
         np.full(count if causal else 1, -1, np.int32),
     )  # fmt: skip

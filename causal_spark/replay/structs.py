@@ -156,6 +156,7 @@ class GridRef(structref.StructRefProxy):
 _LAYOUT_FIELDS = (
     "n", "ev_start", "kind", "lamport", "etime", "copy_start", "take", "src", "dst",
     "send_ev", "recv_ev", "latency", "ch_keys", "ch_lat", "trace_lat", "start", "messages",
+    "channels",
 )  # fmt: skip
 structref.define_proxy(LayoutRef, _LayoutType, list(_LAYOUT_FIELDS))  # type: ignore[no-untyped-call]
 # the heap's and its payloads' columns grow: the engine holds each as an array (`<name>_a`,
@@ -200,8 +201,8 @@ def layout_ref(lay):  # type: ignore[no-untyped-def]
         lay.n, _address(lay.ev_start), _address(lay.kind), _address(lay.lamport),
         _address(lay.etime), _address(lay.copy_start), _address(lay.take), _address(lay.src),
         _address(lay.dst), _address(lay.send_ev), _address(lay.recv_ev),
-        _address(lay.latency), lay.ch_keys, lay.ch_lat, lay.trace_lat, lay.start,
-        len(lay.src),
+        _address(lay.latency), _address(lay.ch_keys), _address(lay.ch_lat), lay.trace_lat,
+        lay.start, len(lay.src), len(lay.ch_keys),
     )  # fmt: skip
 
 
@@ -217,7 +218,7 @@ def eng_ref(e):  # type: ignore[no-untyped-def]
         _address(e.ht), _address(e.hk1), _address(e.hk2), _address(e.hs), _address(e.q_item),
         _address(e.q_kind), _address(e.q_a), _address(e.q_b), _address(e.q_c),
         _address(e.q_free), _address(e.chan_last), _address(e.scratch), e.default_latency,
-        _address(e.ex_count), _address(e.ex_send), _address(e.chan_max), e.vc, e.vpool,
+        _address(e.ex_count), _address(e.ex_send), _address(e.chan_max), _address(e.vc), e.vpool,
         _address(e.vslot), e.ht, e.hk1, e.hk2, e.hs, e.q_item, e.q_kind, e.q_a, e.q_b, e.q_c,
         e.q_free,
     )  # fmt: skip
