@@ -70,7 +70,7 @@ def _first_not_broadcast(ev_start, copy_start, dst):  # type: ignore[no-untyped-
             before = -1
             for m in range(lo, hi):
                 d = dst[m]
-                if d < 0 or d == p or d == before:
+                if d < 0 or d == p or d == before:  # noqa: SIM109 (compiled: no tuple)
                     return e
                 before = d
     return -1
