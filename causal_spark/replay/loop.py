@@ -68,7 +68,6 @@ from causal_spark.replay.structs import (
     ITEM_STEP,
     K_CONTROL,
     K_CONTROL_INTS,
-    K_HEAP,
     K_HEAP_CAP,
     K_MAX_BUFFER,
     K_VIOLATED,
@@ -94,6 +93,7 @@ from causal_spark.replay.structs import (
     pool_row,
     pool_take,
     push,
+    queued,
 )
 
 # ---- protocol hooks: generic stubs resolved per State type -----------------------------
@@ -661,7 +661,7 @@ def run_loop(state, eng, lay):  # type: ignore[no-untyped-def]
             d = lay.dst[m]
             low = at - lay.ev_start[d] + 1
             push(eng, lay.etime[at], lay.lamport[at], ARRIVAL, d, low, ITEM_EXT, 0, m, 0, 0)
-    while eng.cnt[K_HEAP] > 0:
+    while queued(eng) > 0:
         t, p, item, ckind, a, b, c = _pop(eng)
         if item == ITEM_STEP:
             _step(st, eng, lay, p, t)
@@ -693,7 +693,7 @@ def new_engine(
         ints(count, -1, np.int32), ints(count, -1, np.int32),
         ints(n, 0), ints(n, READY), np.full(n, lay.start),
         ints(n), ints(n), ints(n, 0), ints(n, 0), ints(n), ints(n),
-        np.asarray([0] * K_HEAP_CAP + [heap, heap], dtype=np.int64),
+        np.asarray([0] * K_HEAP_CAP + [heap, heap, 0], dtype=np.int64),
         np.empty(heap, np.float64), np.empty(heap, np.int64), np.empty(heap, np.int64),
         np.empty(heap, np.int64),
         np.empty(heap, np.int64), np.empty(heap, np.int64), np.empty(heap, np.int64),
