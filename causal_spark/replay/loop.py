@@ -261,20 +261,12 @@ def _ov_next(st, eng, lay, p):  # type: ignore[no-untyped-def]
 def control_latency(eng, lay, sender, dst):  # type: ignore[no-untyped-def]
     width = max(lay.n, 1)
     key = sender * width + dst
-    keys = lay.ch_keys
-    count = lay.channels
-    if count == width * width:  # every channel (sorted, distinct): the key is the index
+    keys = carray(lay.ch_keys, lay.channels)
+    if len(keys) == width * width:  # every channel (sorted, distinct): the key is the index
         return lay.ch_lat[key]
-    lo = 0  # the first channel whose key is not below `key` (sorted keys)
-    hi = count
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < count and keys[lo] == key:
-        return lay.ch_lat[lo]
+    i = np.searchsorted(keys, key)
+    if i < len(keys) and keys[i] == key:
+        return lay.ch_lat[i]
     if not np.isnan(lay.trace_lat):
         return lay.trace_lat
     return eng.default_latency
@@ -434,9 +426,8 @@ def _exec_send(eng, lay, p, lo, hi):  # type: ignore[no-untyped-def]
         return
     slot = pool_take(eng.vpool, holders)
     row = pool_row(eng.vpool, slot)
-    n = lay.n
-    for q in range(n):
-        row[q] = eng.vc[p * n + q]
+    for q in range(lay.n):
+        row[q] = eng.vc[p * lay.n + q]
     for m in range(lo, hi):
         if lay.dst[m] >= 0 and not np.isnan(lay.latency[m]):
             eng.vslot[m] = slot
@@ -463,15 +454,13 @@ def _exec_take(eng, lay, p, m):  # type: ignore[no-untyped-def]
     mine = p * n  # p's vector clock: vc[mine : mine + n]
     if s != p and vc[mine + s] >= k:
         eng.cnt[K_VIOLATED] = 1
-    slot = eng.vslot[m]
-    row = pool_row(eng.vpool, slot)
-    for q in range(n):  # branch-free (vectorised)
-        a = vc[mine + q]
-        b = row[q]
-        vc[mine + q] = a if a > b else b
+    row = pool_row(eng.vpool, eng.vslot[m])
+    for q in range(n):
+        if row[q] > vc[mine + q]:
+            vc[mine + q] = row[q]
     if k > vc[mine + s]:
         vc[mine + s] = k
-    pool_release(eng.vpool, slot)
+    pool_release(eng.vpool, eng.vslot[m])
 
 
 # ---- the loop ----------------------------------------------------------------------------

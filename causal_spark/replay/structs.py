@@ -112,7 +112,7 @@ class _BorrowedModel(models.StructRefModel):
 
 def _borrowed(struct_type: Any) -> Any:
     """`structref.register`, with the `_BorrowedModel`."""
-    structref.register(struct_type)
+    structref.register(struct_type)  # type: ignore[no-untyped-call]
     register_default(struct_type)(_BorrowedModel)
     return struct_type
 

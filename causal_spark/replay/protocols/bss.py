@@ -56,7 +56,7 @@ def _not_a_broadcast(trace: CompiledTrace) -> str | None:
 @njit(cache=True)
 def _first_not_broadcast(ev_start, copy_start, dst):  # type: ignore[no-untyped-def]
     """The first send event whose copies are not one to each other process (-1: none).
-    A send event's copies are sorted by destination (`layout._sort_copies`), so a
+    A send event's copies are sorted by destination (`placing.sort_copies`), so a
     destination twice is two neighbours (a sort of every copy took 3 s at 10^7)."""
     n = len(ev_start) - 1
     for p in range(n):
