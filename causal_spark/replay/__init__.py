@@ -10,7 +10,8 @@ worker; thousands of them run side by side. `compare_protocols` summarises
 
 The modules, lowest first: `model` (kinds, statuses, the run record),
 `protocols.spec` (what each protocol is: the registry the configuration reads),
-`layout` (the one trace builder and its checks, with `shape` and `size`),
+`layout` (the one trace builder and its checks, with `shape`, `size` and its
+compiled passes `placing`),
 `cache` (the Numba disk-cache stamp), `structs` and `loop` (the compiled event
 loop), `figures` and `verify` (computed once per run, from the loop's columns),
 the protocols' modules (`protocols.registry`), `run` (`replay_compiled`),

@@ -29,7 +29,6 @@ the recorded time of its receive. Nothing else is stored per row.
 
 from __future__ import annotations
 
-import math
 from collections import namedtuple
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -40,16 +39,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from causal_spark.replay.memory import give_back
+from causal_spark.replay.memory import give_back, small_pages
 from causal_spark.replay.model import (
-    EXTERNAL,
     INTERNAL,
     KIND_CODES,
     RECEIVE,
     SEND,
     TraceShapeError,
 )
-from causal_spark.replay.shape import BAD_ROW, OK, TWO_ROWS, first_error
+from causal_spark.replay.placing import (
+    max_at,
+    medians,
+    place_events,
+    place_receives,
+    place_sends,
+    sort_copies,
+    times,
+)
+from causal_spark.replay.shape import first_error
 
 Layout = namedtuple(
     "Layout",
@@ -266,7 +273,8 @@ class LayoutBuilder:
                 self.max_lseq = np.concatenate(
                     [self.max_lseq, np.zeros(top - len(self.max_lseq), np.int64)]
                 )
-            np.maximum.at(self.max_lseq, pidx, lseq)
+            max_at(self.max_lseq, pidx.astype(np.int64, copy=False),
+                    lseq.astype(np.int64, copy=False))  # fmt: skip
         self.chunks.append(
             _Chunk(
                 _narrow(pidx),
@@ -287,6 +295,7 @@ class LayoutBuilder:
     def n(self) -> int:
         return max(self.names) + 1 if self.names else 0
 
+    @small_pages()
     def finish(self) -> CompiledTrace:
         """The layout of every row added (raises `TraceShapeError` as the reference does)."""
         n = self.n
@@ -306,7 +315,7 @@ class LayoutBuilder:
         count = np.zeros(events + 1, np.int32)  # copies per event, then copy_start
         orphans = 0
         for i, c in enumerate(self.chunks):
-            error, found = _place_events(
+            error, found = place_events(
                 c.p, c.lseq, c.kind, c.ts, c.lamport, c.plseq, ev_start, kind, lamport, etime,
                 count,
             )  # fmt: skip
@@ -333,17 +342,17 @@ class LayoutBuilder:
         at = np.zeros(3, np.int64)  # kept rows so far, orphans so far, copies
         at[2] = copies
         for c in self.chunks:
-            _place_sends(
+            place_sends(
                 c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, fill, src, dst,
                 send_ev, recv_ev, take, origin, kept, at,
             )  # fmt: skip
         del fill
-        if _sort_copies(copy_start, dst, origin, kept):
+        if sort_copies(copy_start, dst, origin, kept):
             raise self._first_error(names)
         del origin
         for c in self.chunks:
-            if _place_receives(
-                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, kind, copy_start, dst, recv_ev,
+            if place_receives(
+                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, dst, recv_ev,
                 take,
             ):  # fmt: skip
                 raise TraceShapeError(
@@ -359,8 +368,8 @@ class LayoutBuilder:
         start = float(etime.min()) if events else 0.0
         end = float(etime.max()) if events else 0.0
         latency = np.full(size, np.nan)
-        skewed = _times(ev_start, etime, send_ev, recv_ev, latency)
-        ch_keys, ch_lat, trace_lat = _medians(n, src, dst, latency, send_ev, recv_ev)
+        skewed = times(ev_start, etime, send_ev, recv_ev, latency)
+        ch_keys, ch_lat, trace_lat = medians(n, src, dst, latency, send_ev, recv_ev)
         lay = Layout(
             n, ev_start, kind, lamport, etime, copy_start, take,
             src, dst, send_ev, recv_ev, latency, ch_keys, ch_lat, trace_lat, start,
@@ -416,206 +425,6 @@ def _null(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def _narrow(values: np.ndarray) -> np.ndarray:
     """int32 (values beyond it are caught before: `LayoutBuilder.wide`)."""
     return values.astype(np.int32)
-
-
-# ---- placing rows (compiled, one call per chunk) -------------------------------------------
-
-
-@njit(cache=True)
-def _place_events(p_of, lseq_of, code_of, ts_of, lam_of, plseq_of, ev_start, kind, lamport,  # type: ignore[no-untyped-def]
-                  etime, count):  # fmt: skip
-    """Event columns from one chunk; count[e] = the copies of send event e. Returns
-    (error, orphans' receives)."""
-    orphans = 0
-    for row in range(len(p_of)):
-        p = p_of[row]
-        code = code_of[row]
-        q = lseq_of[row]
-        if code < 0 or p < 0 or p + 1 >= len(ev_start) or q < 1:
-            return BAD_ROW, 0
-        e = ev_start[p] + q - 1
-        if kind[e] >= 0:
-            if code != SEND or kind[e] != SEND:
-                return TWO_ROWS, 0
-        else:
-            kind[e] = code
-            lamport[e] = lam_of[row]
-            etime[e] = ts_of[row]
-        if code == SEND:
-            count[e] += 1
-        elif code == RECEIVE and plseq_of[row] < 0:
-            orphans += 1
-    return OK, orphans
-
-
-@njit(cache=True)
-def _place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start, fill, src,  # type: ignore[no-untyped-def]
-                 dst, send_ev, recv_ev, take, origin, kept, at):  # fmt: skip
-    """Copies of send events (in row order within an event, sorted later) and orphans'
-    messages (after the copies) from one chunk; `kept[i]` is the message named by the i-th
-    row that names one (a copy's is fixed by `_sort_copies`). at: kept, orphans, copies."""
-    for row in range(len(p_of)):
-        code = code_of[row]
-        if code == SEND:
-            p = p_of[row]
-            e = ev_start[p] + lseq_of[row] - 1
-            slot = copy_start[e] + fill[e]
-            fill[e] += 1
-            src[slot] = p
-            dst[slot] = peer_of[row]
-            send_ev[slot] = e
-            origin[slot] = at[0]
-            at[0] += 1
-        elif code == RECEIVE and plseq_of[row] < 0:
-            p = p_of[row]
-            e = ev_start[p] + lseq_of[row] - 1
-            m = at[2] + at[1]
-            at[1] += 1
-            src[m] = peer_of[row] if peer_of[row] >= 0 else EXTERNAL
-            dst[m] = p
-            recv_ev[m] = e
-            take[e] = m
-            kept[at[0]] = m
-            at[0] += 1
-
-
-@njit(cache=True)
-def _sort_copies(copy_start, dst, origin, kept):  # type: ignore[no-untyped-def]
-    """A send event's copies by destination (as the reference, which sorts rows by peer);
-    then each copy's message index goes to its row in `kept`. True if an event has two
-    copies to one destination."""
-    for e in range(len(copy_start) - 1):
-        lo = copy_start[e]
-        hi = copy_start[e + 1]
-        for i in range(lo + 1, hi):
-            d = dst[i]
-            o = origin[i]
-            j = i - 1
-            while j >= lo and dst[j] > d:
-                dst[j + 1] = dst[j]
-                origin[j + 1] = origin[j]
-                j -= 1
-            dst[j + 1] = d
-            origin[j + 1] = o
-        for i in range(lo + 1, hi):
-            if dst[i] == dst[i - 1] and dst[i] >= 0:
-                return True
-    for m in range(len(origin)):
-        kept[origin[m]] = m
-    return False
-
-
-@njit(cache=True)
-def _place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, kind, copy_start, dst,  # type: ignore[no-untyped-def]
-                    recv_ev, take):  # fmt: skip
-    """Each receive of a sent message finds its copy by the send's coordinates. True if one
-    does not (a bad table: the send is not there, or the message is received twice)."""
-    n = len(ev_start) - 1
-    for row in range(len(p_of)):
-        if code_of[row] != RECEIVE or plseq_of[row] < 0:
-            continue
-        p = p_of[row]
-        s = peer_of[row]
-        k = plseq_of[row]
-        if s < 0 or s >= n or k > ev_start[s + 1] - ev_start[s]:
-            return True
-        es = ev_start[s] + k - 1
-        if kind[es] != SEND:
-            return True
-        found = -1
-        for m in range(copy_start[es], copy_start[es + 1]):
-            if dst[m] == p:
-                found = m
-                break
-        if found < 0 or recv_ev[found] >= 0:
-            return True
-        e = ev_start[p] + lseq_of[row] - 1
-        recv_ev[found] = e
-        take[e] = found
-    return False
-
-
-@njit(cache=True)
-def _times(ev_start, etime, send_ev, recv_ev, latency):  # type: ignore[no-untyped-def]
-    """Latencies (recv - send time, clamped at 0) of messages with both ends; True when a
-    gap or a latency is negative (clock skew)."""
-    skewed = False
-    for p in range(len(ev_start) - 1):
-        for e in range(ev_start[p] + 1, ev_start[p + 1]):
-            if etime[e] < etime[e - 1]:
-                skewed = True
-    for m in range(len(send_ev)):
-        if send_ev[m] >= 0 and recv_ev[m] >= 0:
-            lat = etime[recv_ev[m]] - etime[send_ev[m]]
-            if lat < 0:
-                skewed = True
-                lat = 0.0
-            latency[m] = lat
-    return skewed
-
-
-def _medians(
-    n: int,
-    src: np.ndarray,
-    dst: np.ndarray,
-    latency: np.ndarray,
-    send_ev: np.ndarray,
-    recv_ev: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Median latency per directed channel (as np.median: the mean of the two middle values)
-    and of the whole trace, over messages with both ends."""
-    channels = max(n, 1) ** 2
-    if channels <= max(1 << 16, 2 * len(src)):  # bucket by channel: no sort of the keys
-        keys, values, middle = _bucket_medians(n, src, dst, latency, send_ev, recv_ev)
-        return keys, values, float(middle)
-    both = np.flatnonzero((send_ev >= 0) & (recv_ev >= 0))
-    if not len(both):
-        return np.empty(0, np.int64), np.empty(0, np.float64), math.nan
-    keys = src[both].astype(np.int64) * max(n, 1) + dst[both]
-    values = latency[both]
-    del both
-    order = np.lexsort((values, keys))
-    k, v = keys[order], values[order]
-    del order, keys
-    first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-    count = np.diff(np.r_[first, len(k)])
-    low = first + (count - 1) // 2
-    high = first + count // 2
-    return k[first].copy(), (v[low] + v[high]) / 2.0, float(np.median(values))
-
-
-@njit(cache=True)
-def _bucket_medians(n, src, dst, latency, send_ev, recv_ev):  # type: ignore[no-untyped-def]
-    """`_medians` for up to a few channels per message: latencies bucketed by channel, each
-    bucket's median found by selection; every channel has a value (the trace's median where
-    it has none), so `loop.control_latency` indexes them."""
-    width = max(n, 1)
-    start = np.zeros(width * width + 1, np.int64)
-    for m in range(len(src)):
-        if send_ev[m] >= 0 and recv_ev[m] >= 0:
-            start[src[m] * width + dst[m] + 1] += 1
-    for k in range(width * width):
-        start[k + 1] += start[k]
-    total = start[-1]
-    values = np.empty(total, np.float64)
-    fill = start[:-1].copy()
-    for m in range(len(src)):
-        if send_ev[m] >= 0 and recv_ev[m] >= 0:
-            k = src[m] * width + dst[m]
-            values[fill[k]] = latency[m]
-            fill[k] += 1
-    if total == 0:
-        return np.empty(0, np.int64), np.empty(0, np.float64), np.nan
-    # every channel (dense: the loop indexes it by channel, no search per control message),
-    # its median or, where none was recorded, the trace's
-    middle = np.median(values)
-    medians = np.full(width * width, middle)
-    for k in range(width * width):
-        if start[k + 1] > start[k]:
-            # quickselect (a copy: `values` stays whole): the two middle values' mean, as
-            # np.median, without sorting the bucket
-            medians[k] = np.median(values[start[k] : start[k + 1]])
-    return np.arange(width * width).astype(np.int64), medians, middle
 
 
 @njit(cache=True)

@@ -68,7 +68,6 @@ from causal_spark.replay.structs import (
     ITEM_STEP,
     K_CONTROL,
     K_CONTROL_INTS,
-    K_HEAP,
     K_HEAP_CAP,
     K_MAX_BUFFER,
     K_VIOLATED,
@@ -94,6 +93,7 @@ from causal_spark.replay.structs import (
     pool_row,
     pool_take,
     push,
+    queued,
 )
 
 # ---- protocol hooks: generic stubs resolved per State type -----------------------------
@@ -261,7 +261,7 @@ def _ov_next(st, eng, lay, p):  # type: ignore[no-untyped-def]
 def control_latency(eng, lay, sender, dst):  # type: ignore[no-untyped-def]
     width = max(lay.n, 1)
     key = sender * width + dst
-    keys = lay.ch_keys
+    keys = carray(lay.ch_keys, lay.channels)
     if len(keys) == width * width:  # every channel (sorted, distinct): the key is the index
         return lay.ch_lat[key]
     i = np.searchsorted(keys, key)
@@ -425,7 +425,9 @@ def _exec_send(eng, lay, p, lo, hi):  # type: ignore[no-untyped-def]
     if holders == 0:
         return
     slot = pool_take(eng.vpool, holders)
-    pool_row(eng.vpool, slot)[:] = eng.vc[p]
+    row = pool_row(eng.vpool, slot)
+    for q in range(lay.n):
+        row[q] = eng.vc[p * lay.n + q]
     for m in range(lo, hi):
         if lay.dst[m] >= 0 and not np.isnan(lay.latency[m]):
             eng.vslot[m] = slot
@@ -447,17 +449,18 @@ def _exec_take(eng, lay, p, m):  # type: ignore[no-untyped-def]
         elif eng.chan_max[key] < k:
             eng.chan_max[key] = k
         return
-    mine = eng.vc[p]
-    if s != p and mine[s] >= k:
+    n = lay.n
+    vc = eng.vc
+    mine = p * n  # p's vector clock: vc[mine : mine + n]
+    if s != p and vc[mine + s] >= k:
         eng.cnt[K_VIOLATED] = 1
-    slot = eng.vslot[m]
-    row = pool_row(eng.vpool, slot)
-    for q in range(lay.n):
-        if row[q] > mine[q]:
-            mine[q] = row[q]
-    if k > mine[s]:
-        mine[s] = k
-    pool_release(eng.vpool, slot)
+    row = pool_row(eng.vpool, eng.vslot[m])
+    for q in range(n):
+        if row[q] > vc[mine + q]:
+            vc[mine + q] = row[q]
+    if k > vc[mine + s]:
+        vc[mine + s] = k
+    pool_release(eng.vpool, eng.vslot[m])
 
 
 # ---- the loop ----------------------------------------------------------------------------
@@ -647,7 +650,7 @@ def run_loop(state, eng, lay):  # type: ignore[no-untyped-def]
             d = lay.dst[m]
             low = at - lay.ev_start[d] + 1
             push(eng, lay.etime[at], lay.lamport[at], ARRIVAL, d, low, ITEM_EXT, 0, m, 0, 0)
-    while eng.cnt[K_HEAP] > 0:
+    while queued(eng) > 0:
         t, p, item, ckind, a, b, c = _pop(eng)
         if item == ITEM_STEP:
             _step(st, eng, lay, p, t)
@@ -679,7 +682,7 @@ def new_engine(
         ints(count, -1, np.int32), ints(count, -1, np.int32),
         ints(n, 0), ints(n, READY), np.full(n, lay.start),
         ints(n), ints(n), ints(n, 0), ints(n, 0), ints(n), ints(n),
-        np.asarray([0] * K_HEAP_CAP + [heap, heap], dtype=np.int64),
+        np.asarray([0] * K_HEAP_CAP + [heap, heap, 0], dtype=np.int64),
         np.empty(heap, np.float64), np.empty(heap, np.int64), np.empty(heap, np.int64),
         np.empty(heap, np.int64),
         np.empty(heap, np.int64), np.empty(heap, np.int64), np.empty(heap, np.int64),
@@ -690,7 +693,7 @@ def new_engine(
         np.zeros(n if checked else 1, np.int32),
         np.zeros(count if checked else 1, np.int32),
         np.zeros(n * n if verify == V_FIFO else 1, np.int32),
-        np.zeros((n, n) if causal else (1, 1), np.int32),
+        np.zeros(n * n if causal else 1, np.int32),
         new_pool(n if causal else 1, 64 if causal else 1, np.int32),
         np.full(count if causal else 1, -1, np.int32),
     )  # fmt: skip

@@ -9,6 +9,7 @@ import numpy as np
 from causal_spark.replay.figures import FIGURES, accounting_error, figures_of
 from causal_spark.replay.layout import CompiledTrace
 from causal_spark.replay.loop import new_engine, run_loop
+from causal_spark.replay.memory import small_pages
 from causal_spark.replay.model import (
     STATUS_DEADLOCK,
     STATUS_ERROR,
@@ -91,6 +92,7 @@ class CompiledRun:
         return self.columns(slice(None))["held_back"]
 
 
+@small_pages()
 def replay_compiled(
     trace: CompiledTrace,
     name: str,

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 from numba import njit, types
+from numba.core.datamodel import models
+from numba.core.datamodel.registry import register_default
 from numba.core.registry import CPUDispatcher
 from numba.experimental import structref
 from numba.extending import intrinsic
@@ -28,7 +30,7 @@ _LOW = 40  # bits of the insertion number or receive lseq in the third heap key
 M_NONE, M_POSTED, M_PENDING, M_READY, M_TAKEN = 0, 1, 2, 3, 4
 # engine counters
 (K_CONTROL, K_CONTROL_INTS, K_MAX_BUFFER, K_SEQ, K_HEAP, K_SLOTS, K_FREE, K_VIOLATED,
- K_HEAP_CAP, K_SLOTS_CAP) = range(10)  # fmt: skip
+ K_HEAP_CAP, K_SLOTS_CAP, K_HOLE) = range(11)  # fmt: skip
 # flags
 F_CAUSAL, F_FIFO_TRANSPORT, F_P2P, F_SELECTIVE, F_VERIFY = range(5)
 # what the replay checks as it runs (flags[F_VERIFY])
@@ -93,7 +95,29 @@ class _Unliteral(types.StructRef):
         return tuple((name, types.unliteral(typ)) for name, typ in fields)  # type: ignore[no-untyped-call]
 
 
-@structref.register
+class _BorrowedModel(models.StructRefModel):
+    """A StructRef whose own reference is never counted in compiled code: its Python proxy
+    keeps it alive while the loop runs (each one is made by a compiled function that
+    returns it to Python, and every compiled function that gets it gets it from Python).
+    A counted StructRef costs an atomic increment and decrement each time a function
+    receives it or a variable takes it, which cost more than most events (45% of
+    `lamport_total`'s loop, in `perf`). Its fields (arrays) are counted as before."""
+
+    def has_nrt_meminfo(self) -> bool:
+        return False
+
+    def traverse(self, builder: Any) -> Any:
+        return []
+
+
+def _borrowed(struct_type: Any) -> Any:
+    """`structref.register`, with the `_BorrowedModel`."""
+    structref.register(struct_type)  # type: ignore[no-untyped-call]
+    register_default(struct_type)(_BorrowedModel)
+    return struct_type
+
+
+@_borrowed
 class _LayoutType(_Unliteral):
     pass
 
@@ -102,7 +126,7 @@ class LayoutRef(structref.StructRefProxy):
     """The `Layout` as the loop sees it."""
 
 
-@structref.register
+@_borrowed
 class _EngType(_Unliteral):
     pass
 
@@ -111,7 +135,7 @@ class EngRef(structref.StructRefProxy):
     """The engine state (`Eng`) as the loop sees it."""
 
 
-@structref.register
+@_borrowed
 class _PoolType(_Unliteral):
     pass
 
@@ -120,7 +144,7 @@ class PoolRef(structref.StructRefProxy):
     """Fixed-width integer rows, each shared by some holders (`new_pool`)."""
 
 
-@structref.register
+@_borrowed
 class _GridType(_Unliteral):
     pass
 
@@ -132,6 +156,7 @@ class GridRef(structref.StructRefProxy):
 _LAYOUT_FIELDS = (
     "n", "ev_start", "kind", "lamport", "etime", "copy_start", "take", "src", "dst",
     "send_ev", "recv_ev", "latency", "ch_keys", "ch_lat", "trace_lat", "start", "messages",
+    "channels",
 )  # fmt: skip
 structref.define_proxy(LayoutRef, _LayoutType, list(_LAYOUT_FIELDS))  # type: ignore[no-untyped-call]
 # the heap's and its payloads' columns grow: the engine holds each as an array (`<name>_a`,
@@ -176,8 +201,8 @@ def layout_ref(lay):  # type: ignore[no-untyped-def]
         lay.n, _address(lay.ev_start), _address(lay.kind), _address(lay.lamport),
         _address(lay.etime), _address(lay.copy_start), _address(lay.take), _address(lay.src),
         _address(lay.dst), _address(lay.send_ev), _address(lay.recv_ev),
-        _address(lay.latency), lay.ch_keys, lay.ch_lat, lay.trace_lat, lay.start,
-        len(lay.src),
+        _address(lay.latency), _address(lay.ch_keys), _address(lay.ch_lat), lay.trace_lat,
+        lay.start, len(lay.src), len(lay.ch_keys),
     )  # fmt: skip
 
 
@@ -193,7 +218,7 @@ def eng_ref(e):  # type: ignore[no-untyped-def]
         _address(e.ht), _address(e.hk1), _address(e.hk2), _address(e.hs), _address(e.q_item),
         _address(e.q_kind), _address(e.q_a), _address(e.q_b), _address(e.q_c),
         _address(e.q_free), _address(e.chan_last), _address(e.scratch), e.default_latency,
-        _address(e.ex_count), _address(e.ex_send), _address(e.chan_max), e.vc, e.vpool,
+        _address(e.ex_count), _address(e.ex_send), _address(e.chan_max), _address(e.vc), e.vpool,
         _address(e.vslot), e.ht, e.hk1, e.hk2, e.hs, e.q_item, e.q_kind, e.q_a, e.q_b, e.q_c,
         e.q_free,
     )  # fmt: skip
@@ -377,11 +402,26 @@ def push(eng, t, lam, prio, key, low, item, ckind, a, b, c):  # type: ignore[no-
         low = cnt[K_SEQ]
     k1 = lam * 2 + prio
     k2 = (key << _LOW) | low
+    ht, hk1, hk2, hs = eng.ht, eng.hk1, eng.hk2, eng.hs
+    if cnt[K_HOLE] != 0:
+        # the root was popped and not refilled yet: an item before both its children (a
+        # receive's step at the time of the event before it, mostly) takes its place
+        size = cnt[K_HEAP]
+        if (size <= 1 or _before(t, k1, k2, ht[1], hk1[1], hk2[1])) and (
+            size <= 2 or _before(t, k1, k2, ht[2], hk1[2], hk2[2])
+        ):
+            cnt[K_HOLE] = 0
+            ht[0] = t
+            hk1[0] = k1
+            hk2[0] = k2
+            hs[0] = slot
+            return
+        _fill_hole(eng)
     size = cnt[K_HEAP]
     if size == cnt[K_HEAP_CAP]:
         _grow_heap(eng)
+        ht, hk1, hk2, hs = eng.ht, eng.hk1, eng.hk2, eng.hs
     cnt[K_HEAP] = size + 1
-    ht, hk1, hk2, hs = eng.ht, eng.hk1, eng.hk2, eng.hs
     i = size
     while i > 0:
         parent = (i - 1) >> 1
@@ -399,42 +439,61 @@ def push(eng, t, lam, prio, key, low, item, ckind, a, b, c):  # type: ignore[no-
 
 
 @njit(cache=True)
-def _pop(eng):  # type: ignore[no-untyped-def]
-    """Remove the first item; returns its time, key and payload (its slot is freed)."""
-    ht, hk1, hk2, hs = eng.ht, eng.hk1, eng.hk2, eng.hs
-    t0 = ht[0]
-    key = hk2[0] >> _LOW
-    slot = hs[0]
-    payload = (eng.q_item[slot], eng.q_kind[slot], eng.q_a[slot], eng.q_b[slot], eng.q_c[slot])
+def _fill_hole(eng):  # type: ignore[no-untyped-def]
+    """The popped root's place takes the last item, sifted down (`_pop` leaves it empty:
+    when the next push goes first, it goes there and no sift is needed)."""
     cnt = eng.cnt
+    cnt[K_HOLE] = 0
+    size = cnt[K_HEAP] - 1
+    cnt[K_HEAP] = size
+    if size == 0:
+        return
+    ht, hk1, hk2, hs = eng.ht, eng.hk1, eng.hk2, eng.hs
+    t = ht[size]
+    k1 = hk1[size]
+    k2 = hk2[size]
+    s = hs[size]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        right = child + 1
+        if right < size and _before(
+            ht[right], hk1[right], hk2[right], ht[child], hk1[child], hk2[child]
+        ):
+            child = right
+        if not _before(ht[child], hk1[child], hk2[child], t, k1, k2):
+            break
+        ht[i] = ht[child]
+        hk1[i] = hk1[child]
+        hk2[i] = hk2[child]
+        hs[i] = hs[child]
+        i = child
+    ht[i] = t
+    hk1[i] = k1
+    hk2[i] = k2
+    hs[i] = s
+
+
+@engine_njit(inline=True)
+def queued(eng):  # type: ignore[no-untyped-def]
+    """Items scheduled and not popped yet."""
+    return eng.cnt[K_HEAP] - eng.cnt[K_HOLE]
+
+
+@njit(cache=True)
+def _pop(eng):  # type: ignore[no-untyped-def]
+    """Remove the first item; returns its time, key and payload (its slot is freed). Its
+    place stays empty until the next push or pop (`_fill_hole`)."""
+    cnt = eng.cnt
+    if cnt[K_HOLE] != 0:
+        _fill_hole(eng)
+    t0 = eng.ht[0]
+    key = eng.hk2[0] >> _LOW
+    slot = eng.hs[0]
+    payload = (eng.q_item[slot], eng.q_kind[slot], eng.q_a[slot], eng.q_b[slot], eng.q_c[slot])
     eng.q_free[cnt[K_FREE]] = slot
     cnt[K_FREE] += 1
-    size = eng.cnt[K_HEAP] - 1
-    eng.cnt[K_HEAP] = size
-    if size > 0:
-        t = ht[size]
-        k1 = hk1[size]
-        k2 = hk2[size]
-        s = hs[size]
-        i = 0
-        while True:
-            child = 2 * i + 1
-            if child >= size:
-                break
-            right = child + 1
-            if right < size and _before(
-                ht[right], hk1[right], hk2[right], ht[child], hk1[child], hk2[child]
-            ):
-                child = right
-            if not _before(ht[child], hk1[child], hk2[child], t, k1, k2):
-                break
-            ht[i] = ht[child]
-            hk1[i] = hk1[child]
-            hk2[i] = hk2[child]
-            hs[i] = hs[child]
-            i = child
-        ht[i] = t
-        hk1[i] = k1
-        hk2[i] = k2
-        hs[i] = s
+    cnt[K_HOLE] = 1
     return t0, key, payload[0], payload[1], payload[2], payload[3], payload[4]

@@ -1,0 +1,251 @@
+"""The layout's compiled passes over one trace's rows (`layout.LayoutBuilder.finish`).
+
+Each takes one chunk of narrow columns (`layout._Chunk`) or the laid-out columns:
+events placed by (process, lseq), send copies by destination, receives matched to
+their copies by the send's coordinates, latencies, and each channel's median latency.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from causal_spark.replay.model import EXTERNAL, RECEIVE, SEND
+from causal_spark.replay.shape import BAD_ROW, OK, TWO_ROWS
+
+
+@njit(cache=True)
+def max_at(top, p_of, lseq_of):  # type: ignore[no-untyped-def]
+    """top[p] = max(top[p], lseq) over the rows (np.maximum.at, ten times slower)."""
+    for row in range(len(p_of)):
+        p = p_of[row]
+        if lseq_of[row] > top[p]:
+            top[p] = lseq_of[row]
+
+
+@njit(cache=True)
+def place_events(p_of, lseq_of, code_of, ts_of, lam_of, plseq_of, ev_start, kind, lamport,  # type: ignore[no-untyped-def]
+                  etime, count):  # fmt: skip
+    """Event columns from one chunk; count[e] = the copies of send event e. Returns
+    (error, orphans' receives)."""
+    orphans = 0
+    for row in range(len(p_of)):
+        p = p_of[row]
+        code = code_of[row]
+        q = lseq_of[row]
+        if code < 0 or p < 0 or p + 1 >= len(ev_start) or q < 1:
+            return BAD_ROW, 0
+        e = ev_start[p] + q - 1
+        if kind[e] >= 0:
+            if code != SEND or kind[e] != SEND:
+                return TWO_ROWS, 0
+        else:
+            kind[e] = code
+            lamport[e] = lam_of[row]
+            etime[e] = ts_of[row]
+        if code == SEND:
+            count[e] += 1
+        elif code == RECEIVE and plseq_of[row] < 0:
+            orphans += 1
+    return OK, orphans
+
+
+@njit(cache=True)
+def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start, fill, src,  # type: ignore[no-untyped-def]
+                 dst, send_ev, recv_ev, take, origin, kept, at):  # fmt: skip
+    """Copies of send events (in row order within an event, sorted later) and orphans'
+    messages (after the copies) from one chunk; `kept[i]` is the message named by the i-th
+    row that names one (a copy's is fixed by `sort_copies`). at: kept, orphans, copies."""
+    for row in range(len(p_of)):
+        code = code_of[row]
+        if code == SEND:
+            p = p_of[row]
+            e = ev_start[p] + lseq_of[row] - 1
+            slot = copy_start[e] + fill[e]
+            fill[e] += 1
+            src[slot] = p
+            dst[slot] = peer_of[row]
+            send_ev[slot] = e
+            origin[slot] = at[0]
+            at[0] += 1
+        elif code == RECEIVE and plseq_of[row] < 0:
+            p = p_of[row]
+            e = ev_start[p] + lseq_of[row] - 1
+            m = at[2] + at[1]
+            at[1] += 1
+            src[m] = peer_of[row] if peer_of[row] >= 0 else EXTERNAL
+            dst[m] = p
+            recv_ev[m] = e
+            take[e] = m
+            kept[at[0]] = m
+            at[0] += 1
+
+
+@njit(cache=True)
+def sort_copies(copy_start, dst, origin, kept):  # type: ignore[no-untyped-def]
+    """A send event's copies by destination (as the reference, which sorts rows by peer);
+    then each copy's message index goes to its row in `kept`. True if an event has two
+    copies to one destination."""
+    for e in range(len(copy_start) - 1):
+        lo = copy_start[e]
+        hi = copy_start[e + 1]
+        for i in range(lo + 1, hi):
+            d = dst[i]
+            o = origin[i]
+            j = i - 1
+            while j >= lo and dst[j] > d:
+                dst[j + 1] = dst[j]
+                origin[j + 1] = origin[j]
+                j -= 1
+            dst[j + 1] = d
+            origin[j + 1] = o
+        for i in range(lo + 1, hi):
+            if dst[i] == dst[i - 1] and dst[i] >= 0:
+                return True
+    for m in range(len(origin)):
+        kept[origin[m]] = m
+    return False
+
+
+_BY_SENDER = 1024  # processes up to which `place_receives` takes a chunk's rows by sender
+
+
+@njit(cache=True)
+def place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start, dst,  # type: ignore[no-untyped-def]
+                    recv_ev, take):  # fmt: skip
+    """Each receive of a sent message finds its copy by the send's coordinates. True if one
+    does not (a bad table: the send is not there, or the message is received twice).
+
+    A chunk's rows are one receiver's (or a few), in lseq order; their sends are spread
+    over the senders' events. Taken sender by sender, each sender's events are read in
+    order (a few sequential runs, which the processor prefetches) instead of jumping
+    between up to n senders' columns at every row (half of `finish` at 10^7 messages)."""
+    n = len(ev_start) - 1
+    rows = len(p_of)
+    order = np.empty(rows, np.int32)
+    if n <= _BY_SENDER:
+        start = np.zeros(n + 1, np.int64)
+        for row in range(rows):
+            if code_of[row] == RECEIVE and plseq_of[row] >= 0:
+                s = peer_of[row]
+                if s < 0 or s >= n:
+                    return True
+                start[s + 1] += 1
+        for s in range(n):
+            start[s + 1] += start[s]
+        total = start[n]
+        for row in range(rows):
+            if code_of[row] == RECEIVE and plseq_of[row] >= 0:
+                s = peer_of[row]
+                order[start[s]] = row
+                start[s] += 1
+    else:
+        total = 0
+        for row in range(rows):
+            if code_of[row] == RECEIVE and plseq_of[row] >= 0:
+                order[total] = row
+                total += 1
+    for i in range(total):
+        row = order[i]
+        p = p_of[row]
+        s = peer_of[row]
+        k = plseq_of[row]
+        if s < 0 or s >= n or k > ev_start[s + 1] - ev_start[s]:
+            return True
+        es = ev_start[s] + k - 1
+        found = -1  # only send events have copies (`place_events`)
+        for m in range(copy_start[es], copy_start[es + 1]):
+            if dst[m] == p:
+                found = m
+                break
+        if found < 0 or recv_ev[found] >= 0:
+            return True
+        e = ev_start[p] + lseq_of[row] - 1
+        recv_ev[found] = e
+        take[e] = found
+    return False
+
+
+@njit(cache=True)
+def times(ev_start, etime, send_ev, recv_ev, latency):  # type: ignore[no-untyped-def]
+    """Latencies (recv - send time, clamped at 0) of messages with both ends; True when a
+    gap or a latency is negative (clock skew)."""
+    skewed = False
+    for p in range(len(ev_start) - 1):
+        for e in range(ev_start[p] + 1, ev_start[p + 1]):
+            if etime[e] < etime[e - 1]:
+                skewed = True
+    for m in range(len(send_ev)):
+        if send_ev[m] >= 0 and recv_ev[m] >= 0:
+            lat = etime[recv_ev[m]] - etime[send_ev[m]]
+            if lat < 0:
+                skewed = True
+                lat = 0.0
+            latency[m] = lat
+    return skewed
+
+
+def medians(
+    n: int,
+    src: np.ndarray,
+    dst: np.ndarray,
+    latency: np.ndarray,
+    send_ev: np.ndarray,
+    recv_ev: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Median latency per directed channel (as np.median: the mean of the two middle values)
+    and of the whole trace, over messages with both ends."""
+    channels = max(n, 1) ** 2
+    if channels <= max(1 << 16, 2 * len(src)):  # bucket by channel: no sort of the keys
+        keys, values, middle = _bucket_medians(n, src, dst, latency, send_ev, recv_ev)
+        return keys, values, float(middle)
+    both = np.flatnonzero((send_ev >= 0) & (recv_ev >= 0))
+    if not len(both):
+        return np.empty(0, np.int64), np.empty(0, np.float64), math.nan
+    keys = src[both].astype(np.int64) * max(n, 1) + dst[both]
+    values = latency[both]
+    del both
+    order = np.lexsort((values, keys))
+    k, v = keys[order], values[order]
+    del order, keys
+    first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    count = np.diff(np.r_[first, len(k)])
+    low = first + (count - 1) // 2
+    high = first + count // 2
+    return k[first].copy(), (v[low] + v[high]) / 2.0, float(np.median(values))
+
+
+@njit(cache=True)
+def _bucket_medians(n, src, dst, latency, send_ev, recv_ev):  # type: ignore[no-untyped-def]
+    """`medians` for up to a few channels per message: latencies bucketed by channel, each
+    bucket's median found by selection; every channel has a value (the trace's median where
+    it has none), so `loop.control_latency` indexes them."""
+    width = max(n, 1)
+    start = np.zeros(width * width + 1, np.int64)
+    for m in range(len(src)):
+        if send_ev[m] >= 0 and recv_ev[m] >= 0:
+            start[src[m] * width + dst[m] + 1] += 1
+    for k in range(width * width):
+        start[k + 1] += start[k]
+    total = start[-1]
+    values = np.empty(total, np.float64)
+    fill = start[:-1].copy()
+    for m in range(len(src)):
+        if send_ev[m] >= 0 and recv_ev[m] >= 0:
+            k = src[m] * width + dst[m]
+            values[fill[k]] = latency[m]
+            fill[k] += 1
+    if total == 0:
+        return np.empty(0, np.int64), np.empty(0, np.float64), np.nan
+    # every channel (dense: the loop indexes it by channel, no search per control message),
+    # its median or, where none was recorded, the trace's
+    middle = np.median(values)
+    medians = np.full(width * width, middle)
+    for k in range(width * width):
+        if start[k + 1] > start[k]:
+            # quickselect (a copy: `values` stays whole): the two middle values' mean, as
+            # np.median, without sorting the bucket
+            medians[k] = np.median(values[start[k] : start[k + 1]])
+    return np.arange(width * width).astype(np.int64), medians, middle
