@@ -157,3 +157,32 @@ def test_small_inputs_are_told_by_their_bytes(tmp_path: Path) -> None:
         handle.truncate(LARGE_INPUT_BYTES)  # sparse: its size, not its blocks
     assert not small_inputs([str(folder)])
     assert small_inputs([str(folder / "a.jsonl"), "data-samples"])
+
+
+def test_the_counts_of_staged_values_are_sparks_counts_over_many_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The counts a stage reports of a table it staged (violations by kind, runs by status
+    and verification) are counted on the driver file by file: they equal Spark's own count
+    of the staged rows, nulls included, over a table of several files."""
+    violations = [
+        (f"t{i % 13}", "fifo" if i % 3 else "causal", f"p{i % 4}", "p9", f"m{i}", f"n{i}", "p9", [])
+        for i in range(60)
+    ]
+    clocks = [
+        (f"t{i}", 2, 10, 1, "per_trace", 0, "INVALID" if i % 4 else "ok", None,
+         None if i % 3 else "why")
+        for i in range(40)
+    ]  # fmt: skip
+    with Warehouse(spark, tmp_path / "wh").transaction("run-1") as txn:
+        for table, rows, columns in (
+            (tables.VIOLATIONS, violations, ("kind", "dst")),
+            (tables.TRACE_CLOCKS, clocks, ("status", "reason")),
+        ):
+            frame = spark.createDataFrame(rows, tables.udf_schema(table))
+            staged = txn.stage(table, frame.repartition(4, C.TRACE_ID))
+            assert len(txn.staged[table].files) > 1
+            for column in columns:
+                counted = staged.groupBy(column).count().collect()
+                expected = {row[column]: row["count"] for row in counted}
+                assert dict(txn.staged_value_counts(table, column)) == expected

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -186,6 +187,11 @@ class StageContext:
     def staged_columns(self, name: str, columns: list[str]) -> pa.Table:
         """`columns` of the rows this run staged for `name` (read on the driver, no Spark job)."""
         return self.txn.staged_columns(name, columns)
+
+    def staged_value_counts(self, name: str, column: str) -> Counter[Any]:
+        """Each value's rows in `column` of what this run staged for `name` (None: null),
+        counted file by file on the driver, no Spark job."""
+        return self.txn.staged_value_counts(name, column)
 
     def remove_scratch(self, writer: FileWriter) -> None:
         self.txn.remove_scratch(writer)

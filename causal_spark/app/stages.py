@@ -120,9 +120,7 @@ def clocks_stage(matrix: bool = False) -> Stage:
         )
         if matrix or settings.matrix:
             context.stage(tables.MATRIX_CLOCKS, with_matrix_clocks(clocked, messages))
-        by_status = Counter(
-            context.staged_columns(tables.TRACE_CLOCKS, ["status"]).column("status").to_pylist()
-        )
+        by_status = context.staged_value_counts(tables.TRACE_CLOCKS, "status")
         context.counts.clocks = ClockCounts(
             traces=sum(by_status.values()),
             invalid_traces=by_status.get(CLOCK_STATUS_INVALID, 0),
@@ -184,9 +182,7 @@ def detect_stage() -> Stage:
             else row["order_class"]
             for row in classes
         )
-        by_kind = Counter(
-            context.staged_columns(tables.VIOLATIONS, ["kind"]).column("kind").to_pylist()
-        )
+        by_kind = context.staged_value_counts(tables.VIOLATIONS, "kind")
         context.counts.detect = DetectCounts(
             violations=context.counts.rows[tables.VIOLATIONS],
             crowns=context.counts.rows[tables.CROWNS],
@@ -231,10 +227,9 @@ def replay_stage(request: ReplayRequest, compiled: bool = False) -> Stage:
             replayed = replay_protocols(programs, request)
             context.stage(tables.PROTOCOL_RUNS, replayed.runs)
             context.stage(tables.DELIVERIES, replayed.deliveries)
-        staged = context.staged_columns(tables.PROTOCOL_RUNS, ["status", "verified"])
         context.counts.replay = ReplayCounts(
-            by_status=dict(Counter(staged.column("status").to_pylist())),
-            unverified=sum(v is False for v in staged.column("verified").to_pylist()),
+            by_status=dict(context.staged_value_counts(tables.PROTOCOL_RUNS, "status")),
+            unverified=context.staged_value_counts(tables.PROTOCOL_RUNS, "verified")[False],
         )
 
     return run

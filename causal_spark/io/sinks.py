@@ -38,13 +38,15 @@ import os
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -505,6 +507,17 @@ class RunTransaction:
             return wanted.empty_table()
         parts = [pq.read_table(f, columns=columns) for f in staged.files]
         return pa.concat_tables([part.cast(wanted) for part in parts])
+
+    def staged_value_counts(self, table: str, column: str) -> Counter[Any]:
+        """How often each value (None for null) of flat `column` occurs in what this run
+        staged for `table`: each file's column read alone on the driver and counted, so the
+        driver holds one file's column at a time, however many rows the table has."""
+        counts: Counter[Any] = Counter()
+        for path in self.staged[table].files:
+            values = pq.read_table(path, columns=[column]).column(column)
+            for item in pc.value_counts(values).to_pylist():
+                counts[item["values"]] += int(item["counts"])
+        return counts
 
     def commit(self) -> dict[str, int]:
         """Commit every staged table (one Delta transaction each); return their versions.
