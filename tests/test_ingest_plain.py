@@ -134,6 +134,17 @@ def _events_file(path: Path, seed: int, n: int) -> Path:
     return path
 
 
+def _ingested(spark: SparkSession, raw: DataFrame, inputs: Any) -> dict[str, DataFrame]:
+    """The three tables `ingest` makes of `raw`, the rows read from `inputs`."""
+    out = ingest(
+        raw,
+        inputs,
+        ingest_targets(),
+        reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
+    )
+    return {"events": out.events, "messages": out.messages, "quarantine": out.quarantine}
+
+
 def test_ingest_types_a_readers_rows_in_its_tasks_as_through_spark(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -147,17 +158,9 @@ def test_ingest_types_a_readers_rows_in_its_tasks_as_through_spark(
         made = task_rows(raw)
         assert made is not None and sum(s.tasks for s in made.sources) > 10
 
-        def run(frame: DataFrame) -> dict[str, DataFrame]:
-            out = ingest(
-                frame,
-                inputs,
-                ingest_targets(),
-                reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
-            )
-            return {"events": out.events, "messages": out.messages, "quarantine": out.quarantine}
-
-        new = run(raw)
-        old = run(raw.select("*"))  # the same rows, no task source: all through type_rows
+        new = _ingested(spark, raw, inputs)
+        # the same rows, no task source: all through type_rows
+        old = _ingested(spark, raw.select("*"), inputs)
         assert task_rows(raw.select("*")) is None
         for name in ("events", "messages", "quarantine"):
             assert_df_equality(_sorted(new[name]), _sorted(old[name]), ignore_nullable=True)
@@ -225,16 +228,7 @@ def test_parquet_read_by_row_ranges_ingests_as_spark_reads_it(
         zip(theirs["file_id"].to_pylist(), theirs["line"].to_pylist(), theirs["seq"].to_pylist(),
             theirs["process"].to_pylist(), strict=True))  # fmt: skip
 
-    def run(frame: DataFrame) -> dict[str, DataFrame]:
-        out = ingest(
-            frame,
-            inputs,
-            ingest_targets(),
-            reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
-        )
-        return {"events": out.events, "messages": out.messages, "quarantine": out.quarantine}
-
-    new, old = run(raw), run(raw.select("*"))
+    new, old = _ingested(spark, raw, inputs), _ingested(spark, raw.select("*"), inputs)
     for name in ("events", "messages", "quarantine"):
         assert_df_equality(_sorted(new[name]), _sorted(old[name]), ignore_nullable=True)
     assert new["quarantine"].count() > 100
