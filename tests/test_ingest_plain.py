@@ -149,7 +149,7 @@ def test_ingest_types_a_readers_rows_in_its_tasks_as_through_spark(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     for i in range(3):
-        _events_file(tmp_path / f"log{i}.jsonl", seed=i, n=3000)
+        _events_file(tmp_path / f"log{i}.jsonl", seed=i, n=1000)
     inputs = discover_inputs([str(tmp_path)], IngestSettings())
     before = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "20000")  # many splits a file
