@@ -509,9 +509,8 @@ class RunTransaction:
         return pa.concat_tables([part.cast(wanted) for part in parts])
 
     def staged_value_counts(self, table: str, column: str) -> Counter[Any]:
-        """How often each value (None for null) of flat `column` occurs in what this run
-        staged for `table`: each file's column read alone on the driver and counted, so the
-        driver holds one file's column at a time, however many rows the table has."""
+        """Rows per value (None: null) of flat `column` staged for `table`, counted file by
+        file on the driver: it holds one file's column at a time, whatever the table's size."""
         counts: Counter[Any] = Counter()
         for path in self.staged[table].files:
             values = pq.read_table(path, columns=[column]).column(column)
