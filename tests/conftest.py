@@ -63,17 +63,10 @@ def spark(config: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     conf["spark.sql.warehouse.dir"] = str(scratch / "spark-warehouse")
     conf["spark.checkpoint.dir"] = str(scratch / "checkpoints")
     conf["spark.local.dir"] = str(scratch / "local")
-    # this driver lives for the whole run: it keeps the JIT's optimising tier, which the
-    # short-lived drivers go without (a warm ingest of data-samples/: 14 s with C1 only,
-    # 10 s with C2); its JVM reads the options when it starts, here
-    short_lived = os.environ["SPARK_SUBMIT_OPTS"]
-    os.environ["SPARK_SUBMIT_OPTS"] = jvm.worker_options(_archive())
-    try:
-        session = build_session(
-            type(settings)(master=settings.master, app_name=settings.app_name, conf=conf)
-        )
-    finally:
-        os.environ["SPARK_SUBMIT_OPTS"] = short_lived
+    # the JVM options every driver of the run gets (tests/jvm.py) are in SPARK_SUBMIT_OPTS
+    session = build_session(
+        type(settings)(master=settings.master, app_name=settings.app_name, conf=conf)
+    )
     yield session
     session.stop()
 

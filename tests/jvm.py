@@ -7,15 +7,19 @@ ingest data-samples` spent 95 CPU-seconds with the defaults. Every driver of the
 
 - no code generation (`spark.*` system properties are read as Spark settings): Spark
   evaluates expressions instead of generating and compiling Java for every new plan;
-- C1 only for the short-lived ones: the JIT's optimising tier (C2) compiles for peak speed
-  those drivers never reach; the pytest workers' own drivers live for the whole run and
-  keep it (`worker_options`);
+- C1 only, the pytest workers' own drivers included: the JIT's optimising tier (C2)
+  compiles for a peak speed the suite's small jobs never reach. A worker's driver lives for
+  the whole run, but its C2 threads spent more CPU than they saved: test_clocks.py alone,
+  `-n 0`, the same tree side by side (2026-12-02), 304 CPU-s and 540 s with C2 against 262
+  CPU-s and 511 s with C1 only; the suite is CPU-bound on 2 cores (1.8-1.9 busy), so the CPU
+  is the time;
 - a class-data-sharing archive (JDK's AppCDS) of the classes a small audit loads, written
   once per machine and install by `class_archive` and mapped by every JVM after: 45 -> 36
   CPU-s and 34 -> 27 s per cold ingest. A JVM that cannot use it (another classpath, a
   changed jar) runs without it; its logging is off so no warning reaches a compared output.
 
-These are the test suite's settings only; the product's profiles are in conf/.
+These are the test suite's settings only (a short job of the product gets the first two
+too: app/session.py); the product's profiles are in conf/.
 """
 
 from __future__ import annotations
@@ -90,13 +94,9 @@ def _sharing(archive: Path | None) -> str:
 
 
 def subprocess_options(archive: Path | None) -> str:
-    """`SPARK_SUBMIT_OPTS` for the drivers the tests start."""
+    """`SPARK_SUBMIT_OPTS` for every driver of the run: the pytest workers' own and the
+    subprocesses' (`causal-spark`, `spark-submit`) they start."""
     return SHORT_LIVED + _sharing(archive)
-
-
-def worker_options(archive: Path | None) -> str:
-    """`SPARK_SUBMIT_OPTS` for a pytest worker's own driver (lives for the whole run)."""
-    return NO_CODEGEN + _sharing(archive)
 
 
 # every protocol's replay loop compiled into the Numba disk cache, side by side
