@@ -99,9 +99,17 @@ def warm_up(names: Sequence[str], processes: int | None = None) -> None:
     workers = max(1, min(len(rest), processes or os.cpu_count() or 1))
     alone = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if alone else "spawn")
+    # the costliest first, so that no core is left alone with a long compile at the end
+    order = sorted(rest, key=lambda name: -_COMPILE_CPU_S.get(name, 5.0))
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        list(pool.map(compile_protocol, rest))
+        list(pool.map(compile_protocol, order))
 
 
 # loading one protocol's loop from a warm cache takes a fraction of this; compiling, 10 s+
 _CACHED_LOAD_SECONDS = 3.0
+# a protocol's cold compile after `none`'s, CPU-s (bench/README.md, "the replay loops' cold
+# compile", 2026-11-28): only the order of the side-by-side compiles depends on it
+_COMPILE_CPU_S = {
+    "lamport_total": 10.5, "sa": 8.2, "ses": 5.1, "bss": 4.8, "skeen": 4.3, "mf": 4.2,
+    "sequencer": 3.8, "rst": 3.5, "sync": 3.3, "fifo": 2.4,
+}  # fmt: skip
