@@ -9,7 +9,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from causal_spark.app.warmup import WarmUp
+from causal_spark.app.session import SHORT_JOB_JAVA_OPTIONS, session_conf
+from causal_spark.app.warmup import WarmUp, small_inputs
+from causal_spark.config import SparkSettings, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,3 +164,100 @@ def test_side_by_side_compiles_keep_every_cache_entry(tmp_path: Path) -> None:
     index loses entries)."""
     out = _python(_CONCURRENT_SAVES, str(tmp_path), "locked", timeout=120).split()
     assert out == ["160", "160"]
+
+
+# In a fresh process: the replay part of the warm-up for `none`, then the grouped UDF's
+# kernel (`adapter._replay_group`) on program rows typed as Spark hands them to it (pidx
+# and peer int32, lseq, lamport and peer_lseq int64, kind its int8 code), in both receive
+# modes and with the size guard; prints the signatures those calls added to any compiled
+# function of the replay wing (each one a compile a Spark worker would make).
+_REPLAY_COVER = """
+import json
+import pyarrow as pa
+from numba.core.dispatcher import Dispatcher
+from causal_spark.replay import layout, loop, placing, structs, verify
+from causal_spark.replay.adapter import _replay_group
+from causal_spark.replay.model import KIND_CODES
+from causal_spark.replay.protocols import none
+from causal_spark.replay.warmup import warm_up
+
+MODULES = (layout, loop, placing, structs, verify, none)
+
+def signatures():
+    return {
+        f"{m.__name__}.{name}": {str(s) for s in d.signatures}
+        for m in MODULES for name, d in vars(m).items() if isinstance(d, Dispatcher)
+    }
+
+def group(n):
+    # P0 sends to each other process, which receives 1 s later; Pk's internal event; one
+    # receive of a message no send of the trace names (an orphan)
+    rows = []
+    for k in range(1, n):
+        rows.append(("P0", 0, k, "send", float(k), 2 * k - 1, f"m{k}", k, -1))
+        rows.append((f"P{k}", k, 1, "receive", k + 1.0, 2 * k, f"m{k}", 0, k))
+        rows.append((f"P{k}", k, 2, "internal", k + 1.5, 2 * k + 1, None, -1, -1))
+    rows.append(("P1", 1, 3, "receive", n + 2.0, 2 * n + 2, "lost", -1, -1))
+    names = ["process", "pidx", "lseq", "kind", "ts", "lamport", "msg_id", "peer", "peer_lseq"]
+    cols = dict(zip(names, map(list, zip(*rows))))
+    cols["kind"] = [KIND_CODES[k] for k in cols["kind"]]
+    types = [pa.string(), pa.int32(), pa.int64(), pa.int8(), pa.float64(), pa.int64(),
+             pa.string(), pa.int32(), pa.int64()]
+    arrays = {k: pa.array(cols[k], t) for k, t in zip(names, types)}
+    size = len(rows)
+    arrays["trace_id"] = pa.array(["t"] * size)
+    arrays["protocol"] = pa.array(["none"] * size)
+    arrays["valid"] = pa.array([True] * size)
+    return pa.RecordBatch.from_pydict(arrays)
+
+warm_up(["none"])
+before = signatures()
+for n in (2, 5):
+    for mode in ("nonselective", "selective"):
+        out = list(_replay_group([group(n)], mode, {}, 1.0, 1 << 30))
+        run = out[0].column("run")[0].as_py()
+        assert (run["status"], run["verified"]) == ("ok", True), run
+after = signatures()
+print(json.dumps({k: sorted(after[k] - before.get(k, set())) for k in after
+                  if after[k] - before.get(k, set())}))
+"""
+
+
+def test_the_warm_up_compiles_every_replay_function_the_grouped_udf_calls() -> None:
+    """After the warm-up's replay part, the grouped UDF's kernel on program rows of Spark's
+    types compiles nothing more (in a fresh process): the warm-up lays its trace out as
+    the UDF does, so no Spark worker compiles a layout kernel for types of its own."""
+    out = _python(_REPLAY_COVER, timeout=600).splitlines()
+    assert json.loads(out[-1]) == {}
+
+
+def test_a_short_job_on_a_local_master_gets_the_short_jvm_and_no_codegen(tmp_path: Path) -> None:
+    """The README's first audit (data-samples/, the embedded local profile) is a short job:
+    its driver JVM runs C1 only, after the profile's own Java options, and Spark evaluates
+    expressions; a profile's own codegen setting wins; a large input, or a cluster
+    master, keeps the profile's settings as they are."""
+    local = load_config(None).spark
+    assert small_inputs([str(ROOT / "data-samples")])
+    short = session_conf(local, short=True)
+    assert short == {
+        **local.conf,
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        "spark.driver.extraJavaOptions": SHORT_JOB_JAVA_OPTIONS,
+    }
+    own = SparkSettings(
+        master="local[2]",
+        conf={"spark.driver.extraJavaOptions": "-Dx=1", "spark.sql.codegen.wholeStage": "true"},
+    )
+    assert session_conf(own, short=True) == {
+        "spark.driver.extraJavaOptions": f"-Dx=1 {SHORT_JOB_JAVA_OPTIONS}",
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    }
+    assert session_conf(local, short=False) == dict(local.conf)
+    cluster = SparkSettings(master="spark://head:7077", conf={"a": "b"})
+    assert session_conf(cluster, short=True) == {"a": "b"}
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as out:
+        out.truncate(17 << 20)
+    assert not small_inputs([str(big)])

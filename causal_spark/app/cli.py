@@ -456,11 +456,13 @@ def run_job_of(
         if not Path(given).exists():  # fail before paying for a Spark session
             raise InputError(f"input path {given} does not exist")
     progress = progress or Progress(quiet=True)
-    warm = _start_warm_up(args, config, [name for name, _ in named], session)
+    inputs: list[str] = getattr(args, "inputs", None) or []
+    small = bool(inputs) and small_inputs(inputs)
+    warm = _start_warm_up(args, config, [name for name, _ in named], session, small)
     try:
         named = _stages(args, config, warm)
         progress.say(f"{args.command}: starting Spark")
-        spark = session or build_session(config.spark)
+        spark = session or build_session(config.spark, short=small)
         progress.spark = spark
         warehouse = Warehouse(spark, args.warehouse, config.sink.format)
         incremental = None
@@ -493,19 +495,18 @@ def _start_warm_up(
     config: Config,
     stage_names: Sequence[str],
     session: SparkSession | None,
+    small: bool,
 ) -> WarmUp | None:
     """Start compiling what the stages need (`app/warmup.py`), for a job that starts its
     own local Spark: a given session's caller (the tests) warms up its own way, and under
-    spark-submit the workers may be elsewhere."""
+    spark-submit the workers may be elsewhere. `small`: the inputs are `small_inputs`."""
     master = config.spark.master or ""
     if session is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):
         return None
     if not master.startswith("local"):
         return None
     protocols = replay_request(args, config).protocols if "replay" in stage_names else ()
-    inputs: list[str] = getattr(args, "inputs", None) or []
-    return start_warm_up(stage_names, protocols, small=bool(inputs) and small_inputs(inputs))
-
+    return start_warm_up(stage_names, protocols, small=small)
 
 
 def run(

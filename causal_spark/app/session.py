@@ -62,8 +62,35 @@ def ensure_java() -> None:
     os.environ["PATH"] = os.path.join(home, "bin") + os.pathsep + os.environ.get("PATH", "")
 
 
-def build_session(settings: SparkSettings) -> SparkSession:
-    """A SparkSession from the profile; under spark-submit, master and resources come from it."""
+# A short job (`build_session(short=True)`: a local master over small inputs, where the JVM's
+# own start-up work dominates; bench/README.md, "The worked example end to end"): the JIT
+# compiles with C1 only (C2 optimises for a peak speed a job of seconds never reaches) and
+# Spark evaluates expressions instead of generating and compiling Java for every plan. The
+# same results (the test suite runs every driver so); a warm audit of data-samples/ spends
+# about 40 CPU-s less. A profile's own settings of these keys win.
+SHORT_JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+SHORT_JOB_CONF = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+_DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def session_conf(settings: SparkSettings, short: bool = False) -> dict[str, str]:
+    """The Spark settings `build_session` gives the builder: the profile's, and for a
+    `short` job on a local master the short job's (`SHORT_JOB_CONF`, the driver JVM's
+    `SHORT_JOB_JAVA_OPTIONS` after the profile's own options)."""
+    conf = dict(settings.conf)
+    if not short or not (settings.master or "").startswith("local"):
+        return conf
+    own = conf.get(_DRIVER_JAVA_OPTIONS, "")
+    conf[_DRIVER_JAVA_OPTIONS] = f"{own} {SHORT_JOB_JAVA_OPTIONS}".strip()
+    return {**SHORT_JOB_CONF, **conf}
+
+
+def build_session(settings: SparkSettings, short: bool = False) -> SparkSession:
+    """A SparkSession from the profile; under spark-submit, master and resources come from it.
+    `short`: a job over small inputs (`session_conf`), when this process starts the JVM."""
     ensure_java()
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):
         # local workers must run this interpreter (with pyarrow, numpy, ...), not
@@ -72,6 +99,7 @@ def build_session(settings: SparkSettings) -> SparkSession:
     builder = SparkSession.builder.appName(settings.app_name)
     if settings.master and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = builder.master(settings.master)
-    for key, value in sorted(settings.conf.items()):
+    short = short and not os.environ.get("PYSPARK_GATEWAY_PORT")
+    for key, value in sorted(session_conf(settings, short).items()):
         builder = builder.config(key, value)
     return builder.getOrCreate()
