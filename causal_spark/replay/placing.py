@@ -258,8 +258,9 @@ def _bucket_medians(n, src, dst, latency, send_ev, recv_ev):  # type: ignore[no-
     medians = np.empty(width * width, np.float64)
     for k in range(width * width):
         if start[k + 1] > start[k]:
-            medians[k] = _median_inner(values[start[k] : start[k + 1]], start[k + 1] - start[k])
-    middle = _median_inner(values, total)
+            bucket = values[start[k] : start[k + 1]]
+            medians[k] = _median_inner(bucket, len(bucket))  # type: ignore[no-untyped-call]
+    middle = _median_inner(values, total)  # type: ignore[no-untyped-call]
     for k in range(width * width):
         if start[k + 1] == start[k]:
             medians[k] = middle
@@ -303,7 +304,7 @@ def take_batch(pidx, lseq, code_in, ts, lamport, peer, plseq, id_null, top, name
         s = np.int64(peer[r])
         k = np.int64(plseq[r])
         if c < 0 or c > INTERNAL:
-            c = -1
+            c = np.int64(-1)
             unknown += 1
         if (p > _WIDE or p < -1 or q > _WIDE or q < -1 or lam > _WIDE or lam < -1
                 or s > _WIDE or s < -1 or k > _WIDE or k < -1):  # fmt: skip
