@@ -54,7 +54,9 @@ from causal_spark.replay.placing import (
     place_receives,
     place_sends,
     sort_copies,
+    take_batch,
     times,
+    unshift,
 )
 from causal_spark.replay.shape import first_error
 
@@ -197,32 +199,46 @@ class LayoutBuilder:
         pidx = _ints(batch.column(PIDX))
         kind = batch.column(KIND)
         if pa.types.is_integer(kind.type):
-            codes = _ints(kind.fill_null(-1)).astype(np.int8)
-            codes[(codes < 0) | (codes > INTERNAL)] = -1
+            codes = _ints(_filled(kind, -1))
         else:
-            found = pc.index_in(kind, value_set=_KINDS).fill_null(-1)
-            codes = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int8)
-        self._names(pidx, batch.column(PROCESS))
+            codes = _ints(pc.index_in(kind, value_set=_KINDS).fill_null(-1))
         msg_id = batch.column(MSG_ID)
-        peer_lseq = _ints(_filled(batch.column(PEER_LSEQ), -1))
-        named = (codes == SEND) | ((codes == RECEIVE) & (peer_lseq < 0))
-        if msg_id.null_count:
-            unnamed = (codes != INTERNAL) & (codes >= 0) & _null(msg_id)
-            named &= ~unnamed
-        else:
-            unnamed = np.zeros(0, bool)
-        self._keep(
+        # the rows' columns, narrowed in one compiled pass (`placing.take_batch`)
+        (p, lseq, codes, ts, lamport, peer, plseq, named, unknown, unnamed, nan, wide,
+         low, high, new_name) = take_batch(
             pidx,
             _ints(batch.column(LSEQ)),
             codes,
-            batch.column(TS).to_numpy(zero_copy_only=False).astype(np.float64),
+            _floats(batch.column(TS)),
             _ints(self._clocks(batch.column(LAMPORT))),
             _ints(batch.column(PEER)),
-            peer_lseq,
-            msg_id.filter(pa.array(named)),
-            unnamed,
-            [(int(i), str(kind[int(i)].as_py())) for i in np.flatnonzero(codes < 0)],
-        )
+            _ints(_filled(batch.column(PEER_LSEQ), -1)),
+            _null(msg_id) if msg_id.null_count else _NO_NULLS,
+            self.max_lseq,
+            self.named,
+        )  # fmt: skip
+        if new_name >= 0 or low < 0:
+            self._names(pidx, batch.column(PROCESS))
+        index = len(self.chunks)
+        if unnamed:  # a send or receive without msg_id
+            null = _null(msg_id)
+            for row in np.flatnonzero(null & (codes >= 0) & (codes != INTERNAL)).tolist():
+                self.odd[(index, row)] = None
+        for row in np.flatnonzero(codes < 0).tolist() if unknown else ():
+            text = kind[row].as_py()
+            self.odd[(index, row)] = str(text) if text is not None else "None"
+        self.timed = self.timed and not nan
+        self.wide = self.wide or bool(wide)
+        if low >= 0 and high + 1 > len(self.max_lseq):
+            self.max_lseq = np.concatenate(
+                [self.max_lseq, np.zeros(high + 1 - len(self.max_lseq), np.int64)]
+            )
+            max_at(self.max_lseq, p, lseq)
+        self.chunks.append(_Chunk(p, lseq, codes, ts, lamport, peer, plseq))
+        self.ids.append(msg_id.filter(pa.array(named)))
+        self.rows += len(p)
+        if len(self.chunks) % _GIVE_BACK_EVERY == 0:
+            give_back()  # the decoded batches' garbage, between the chunks kept
 
     def _clocks(self, lamport: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
         """The Lamport clocks of a batch, 0 where null (noted: `unclocked`)."""
@@ -244,52 +260,6 @@ class LayoutBuilder:
             self.names[value] = str(process[row].as_py())
             self.named[value] = True
             new = new[pidx[new] != value]
-
-    def _keep(
-        self,
-        pidx: np.ndarray,
-        lseq: np.ndarray,
-        codes: np.ndarray,
-        ts: np.ndarray,
-        lamport: np.ndarray,
-        peer: np.ndarray,
-        plseq: np.ndarray,
-        ids: pa.Array,
-        unnamed: np.ndarray,
-        unknown: list[tuple[int, str | None]],
-    ) -> None:
-        index = len(self.chunks)
-        for row in np.flatnonzero(unnamed).tolist():  # a send or receive without msg_id
-            self.odd[(index, row)] = None
-        for row, text in unknown:
-            self.odd[(index, row)] = text if text is not None else "None"
-        self.timed = self.timed and not np.isnan(ts).any()
-        wide = [a for a in (pidx, lseq, lamport, peer, plseq) if len(a)]
-        if any(a.max() > _INT32 or a.min() < -1 for a in wide):
-            self.wide = True
-        if len(pidx) and pidx.min() >= 0:
-            top = int(pidx.max()) + 1
-            if top > len(self.max_lseq):
-                self.max_lseq = np.concatenate(
-                    [self.max_lseq, np.zeros(top - len(self.max_lseq), np.int64)]
-                )
-            max_at(self.max_lseq, pidx.astype(np.int64, copy=False),
-                    lseq.astype(np.int64, copy=False))  # fmt: skip
-        self.chunks.append(
-            _Chunk(
-                _narrow(pidx),
-                _narrow(lseq),
-                codes,  # int8, its own copy (`add`)
-                ts,
-                _narrow(lamport),
-                _narrow(peer),
-                _narrow(plseq),
-            )
-        )
-        self.ids.append(ids)
-        self.rows += len(pidx)
-        if len(self.chunks) % _GIVE_BACK_EVERY == 0:
-            give_back()  # the decoded batches' garbage, between the chunks kept
 
     @property
     def n(self) -> int:
@@ -338,37 +308,39 @@ class LayoutBuilder:
         recv_ev = np.full(size, -1, np.int32)
         kept = np.empty(sum(len(i) for i in self.ids), np.int32)
         origin = np.empty(copies, np.int32)
-        fill = np.zeros(events, np.int32)
         at = np.zeros(3, np.int64)  # kept rows so far, orphans so far, copies
         at[2] = copies
-        for c in self.chunks:
+        for c in self.chunks:  # copy_start as each event's cursor, then restored
             place_sends(
-                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, fill, src, dst,
+                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, src, dst,
                 send_ev, recv_ev, take, origin, kept, at,
             )  # fmt: skip
-        del fill
+        unshift(copy_start)
         if sort_copies(copy_start, dst, origin, kept):
             raise self._first_error(names)
         del origin
+        if not self.timed:
+            etime[:] = lamport
+        latency = np.full(size, np.nan)  # set as receives find their copies
+        skewed = False
         for c in self.chunks:
-            if place_receives(
+            error, skew = place_receives(
                 c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, dst, recv_ev,
-                take,
-            ):  # fmt: skip
+                take, etime, latency,
+            )  # fmt: skip
+            if error:
                 raise TraceShapeError(
                     f"trace {self.trace_id}: a receive names a send copy that is not in the "
                     "trace, or a second receive of one message"
                 )
+            skewed = skewed or skew
         chunks, ids = self.chunks, self.ids
         self.chunks, self.ids = [], []  # the rows are laid out: let them go
         del chunks
         give_back()
-        if not self.timed:
-            etime[:] = lamport
         start = float(etime.min()) if events else 0.0
         end = float(etime.max()) if events else 0.0
-        latency = np.full(size, np.nan)
-        skewed = times(ev_start, etime, send_ev, recv_ev, latency)
+        skewed = times(ev_start, etime) or skewed
         ch_keys, ch_lat, trace_lat = medians(n, src, dst, latency, send_ev, recv_ev)
         lay = Layout(
             n, ev_start, kind, lamport, etime, copy_start, take,
@@ -402,11 +374,12 @@ class LayoutBuilder:
 
 
 _NO_TIMES = np.empty(0, np.float64)
+_NO_NULLS = np.empty(0, bool)  # `take_batch`: no msg_id is null
 _NO_CLOCKS = np.empty(0, np.int32)
 
 
 def _ints(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A column's integers in their own signed type (int32 stays int32: `_narrow` copies
+    """A column's integers in their own signed type (int32 stays int32: `take_batch` copies
     once), others (nulls as NaN, unsigned) as int64."""
     values: np.ndarray = column.to_numpy(zero_copy_only=False)
     if values.dtype.kind == "i":
@@ -422,9 +395,9 @@ def _null(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _narrow(values: np.ndarray) -> np.ndarray:
-    """int32 (values beyond it are caught before: `LayoutBuilder.wide`)."""
-    return values.astype(np.int32)
+def _floats(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    values: np.ndarray = column.to_numpy(zero_copy_only=False)
+    return values if values.dtype == np.float64 else values.astype(np.float64)
 
 
 @njit(cache=True)

@@ -11,8 +11,9 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.np.arraymath import _median_inner  # np.median's selection, without its copy
 
-from causal_spark.replay.model import EXTERNAL, RECEIVE, SEND
+from causal_spark.replay.model import EXTERNAL, INTERNAL, RECEIVE, SEND
 from causal_spark.replay.shape import BAD_ROW, OK, TWO_ROWS
 
 
@@ -53,18 +54,20 @@ def place_events(p_of, lseq_of, code_of, ts_of, lam_of, plseq_of, ev_start, kind
 
 
 @njit(cache=True)
-def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start, fill, src,  # type: ignore[no-untyped-def]
-                 dst, send_ev, recv_ev, take, origin, kept, at):  # fmt: skip
+def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src, dst,  # type: ignore[no-untyped-def]
+                 send_ev, recv_ev, take, origin, kept, at):  # fmt: skip
     """Copies of send events (in row order within an event, sorted later) and orphans'
     messages (after the copies) from one chunk; `kept[i]` is the message named by the i-th
-    row that names one (a copy's is fixed by `sort_copies`). at: kept, orphans, copies."""
+    row that names one (a copy's is fixed by `sort_copies`). at: kept, orphans, copies.
+    cursor[e] is the next free slot of event e's copies (`copy_start` before the first
+    chunk, its next entry after the last: `unshift`)."""
     for row in range(len(p_of)):
         code = code_of[row]
         if code == SEND:
             p = p_of[row]
             e = ev_start[p] + lseq_of[row] - 1
-            slot = copy_start[e] + fill[e]
-            fill[e] += 1
+            slot = cursor[e]
+            cursor[e] += 1
             src[slot] = p
             dst[slot] = peer_of[row]
             send_ev[slot] = e
@@ -81,6 +84,16 @@ def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start,
             take[e] = m
             kept[at[0]] = m
             at[0] += 1
+
+
+@njit(cache=True)
+def unshift(cursor):  # type: ignore[no-untyped-def]
+    """`copy_start` again from the cursors `place_sends` advanced (each to the next event's
+    start): every entry moves one place up, the first is 0, the last (all copies) stays."""
+    for e in range(len(cursor) - 2, 0, -1):
+        cursor[e] = cursor[e - 1]
+    if len(cursor) > 1:
+        cursor[0] = 0
 
 
 @njit(cache=True)
@@ -114,9 +127,11 @@ _BY_SENDER = 1024  # processes up to which `place_receives` takes a chunk's rows
 
 @njit(cache=True)
 def place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start, dst,  # type: ignore[no-untyped-def]
-                    recv_ev, take):  # fmt: skip
-    """Each receive of a sent message finds its copy by the send's coordinates. True if one
-    does not (a bad table: the send is not there, or the message is received twice).
+                    recv_ev, take, etime, latency):  # fmt: skip
+    """Each receive of a sent message finds its copy by the send's coordinates and sets its
+    latency (recv - send time, clamped at 0: `times` would read both times again at random).
+    Returns (True if one does not find it: a bad table, the send is not there or the
+    message is received twice; True if a latency is negative, clock skew).
 
     A chunk's rows are one receiver's (or a few), in lseq order; their sends are spread
     over the senders' events. Taken sender by sender, each sender's events are read in
@@ -131,7 +146,7 @@ def place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_sta
             if code_of[row] == RECEIVE and plseq_of[row] >= 0:
                 s = peer_of[row]
                 if s < 0 or s >= n:
-                    return True
+                    return True, False
                 start[s + 1] += 1
         for s in range(n):
             start[s + 1] += start[s]
@@ -147,13 +162,14 @@ def place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_sta
             if code_of[row] == RECEIVE and plseq_of[row] >= 0:
                 order[total] = row
                 total += 1
+    skewed = False
     for i in range(total):
         row = order[i]
         p = p_of[row]
         s = peer_of[row]
         k = plseq_of[row]
         if s < 0 or s >= n or k > ev_start[s + 1] - ev_start[s]:
-            return True
+            return True, skewed
         es = ev_start[s] + k - 1
         found = -1  # only send events have copies (`place_events`)
         for m in range(copy_start[es], copy_start[es + 1]):
@@ -161,30 +177,26 @@ def place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_sta
                 found = m
                 break
         if found < 0 or recv_ev[found] >= 0:
-            return True
+            return True, skewed
         e = ev_start[p] + lseq_of[row] - 1
         recv_ev[found] = e
         take[e] = found
-    return False
+        lat = etime[e] - etime[es]
+        if lat < 0:
+            skewed = True
+            lat = 0.0
+        latency[found] = lat
+    return False, skewed
 
 
 @njit(cache=True)
-def times(ev_start, etime, send_ev, recv_ev, latency):  # type: ignore[no-untyped-def]
-    """Latencies (recv - send time, clamped at 0) of messages with both ends; True when a
-    gap or a latency is negative (clock skew)."""
-    skewed = False
+def times(ev_start, etime):  # type: ignore[no-untyped-def]
+    """True when a gap between two events of a process is negative (clock skew)."""
     for p in range(len(ev_start) - 1):
         for e in range(ev_start[p] + 1, ev_start[p + 1]):
             if etime[e] < etime[e - 1]:
-                skewed = True
-    for m in range(len(send_ev)):
-        if send_ev[m] >= 0 and recv_ev[m] >= 0:
-            lat = etime[recv_ev[m]] - etime[send_ev[m]]
-            if lat < 0:
-                skewed = True
-                lat = 0.0
-            latency[m] = lat
-    return skewed
+                return True
+    return False
 
 
 def medians(
@@ -240,12 +252,86 @@ def _bucket_medians(n, src, dst, latency, send_ev, recv_ev):  # type: ignore[no-
     if total == 0:
         return np.empty(0, np.int64), np.empty(0, np.float64), np.nan
     # every channel (dense: the loop indexes it by channel, no search per control message),
-    # its median or, where none was recorded, the trace's
-    middle = np.median(values)
-    medians = np.full(width * width, middle)
+    # its median or, where none was recorded, the trace's. Each by np.median's own
+    # quickselect (the two middle values' mean), in place: `values` is ours, and a bucket's
+    # values stay in it (reordered), so the trace's median comes after from the same array
+    medians = np.empty(width * width, np.float64)
     for k in range(width * width):
         if start[k + 1] > start[k]:
-            # quickselect (a copy: `values` stays whole): the two middle values' mean, as
-            # np.median, without sorting the bucket
-            medians[k] = np.median(values[start[k] : start[k + 1]])
+            bucket = values[start[k] : start[k + 1]]
+            medians[k] = _median_inner(bucket, len(bucket))  # type: ignore[no-untyped-call]
+    middle = _median_inner(values, total)  # type: ignore[no-untyped-call]
+    for k in range(width * width):
+        if start[k + 1] == start[k]:
+            medians[k] = middle
     return np.arange(width * width).astype(np.int64), medians, middle
+
+
+_WIDE = np.iinfo(np.int32).max
+
+
+@njit(cache=True)
+def take_batch(pidx, lseq, code_in, ts, lamport, peer, plseq, id_null, top, named_pidx):  # type: ignore[no-untyped-def]
+    """One batch of program rows as the layout's narrow columns, in one pass (`add` made a
+    dozen NumPy passes and five copies of each batch): pidx, lseq, lamport, peer and plseq
+    as int32, kind as int8 (-1 for a code that is no kind), ts as float64; `named[r]` for
+    the rows that name a message (send copies, orphans' receives, each with a msg_id);
+    top[p] = max(top[p], lseq) where p < len(top). Returns those and (rows with an unknown
+    kind, sends or receives without msg_id, 1 if some ts is NaN, 1 if a value is beyond
+    int32 or below -1, min pidx, max pidx, the first row whose pidx >= 0 has no name yet
+    in `named_pidx` or -1)."""
+    rows = len(pidx)
+    p32 = np.empty(rows, np.int32)
+    l32 = np.empty(rows, np.int32)
+    kind = np.empty(rows, np.int8)
+    t64 = np.empty(rows, np.float64)
+    lam32 = np.empty(rows, np.int32)
+    peer32 = np.empty(rows, np.int32)
+    pl32 = np.empty(rows, np.int32)
+    named = np.empty(rows, np.bool_)
+    unknown = 0
+    unnamed = 0
+    nan = 0
+    wide = 0
+    low = np.int64(_WIDE) + 1
+    high = np.int64(-_WIDE) - 1
+    new_name = -1
+    for r in range(rows):
+        p = np.int64(pidx[r])
+        q = np.int64(lseq[r])
+        c = np.int64(code_in[r])
+        lam = np.int64(lamport[r])
+        s = np.int64(peer[r])
+        k = np.int64(plseq[r])
+        if c < 0 or c > INTERNAL:
+            c = np.int64(-1)
+            unknown += 1
+        if (p > _WIDE or p < -1 or q > _WIDE or q < -1 or lam > _WIDE or lam < -1
+                or s > _WIDE or s < -1 or k > _WIDE or k < -1):  # fmt: skip
+            wide = 1
+        t = ts[r]
+        if np.isnan(t):
+            nan = 1
+        is_named = c == SEND or (c == RECEIVE and k < 0)
+        if len(id_null) and id_null[r] and c >= 0 and c != INTERNAL:
+            unnamed += 1
+            is_named = False
+        if p < low:
+            low = p
+        if p > high:
+            high = p
+        if p >= 0:
+            if p < len(top) and q > top[p]:
+                top[p] = q
+            if new_name < 0 and (p >= len(named_pidx) or not named_pidx[p]):
+                new_name = r
+        p32[r] = p
+        l32[r] = q
+        kind[r] = c
+        t64[r] = t
+        lam32[r] = lam
+        peer32[r] = s
+        pl32[r] = k
+        named[r] = is_named
+    return (p32, l32, kind, t64, lam32, peer32, pl32, named,
+            unknown, unnamed, nan, wide, low, high, new_name)  # fmt: skip
