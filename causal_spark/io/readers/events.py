@@ -164,10 +164,17 @@ class JsonLinesReader:
         readable, bad = _unreadable(files)
         parts = [RawRead(whole_file_rows(spark, bad))] if bad else []
         if readable:
-            parts.append(self._read(spark, readable, text))
+            parts.append(self._read_planned(spark, readable, text))
         return _union_reads(parts)
 
-    def _read(self, spark: SparkSession, files: Sequence[InputFile], text: bool = True) -> RawRead:
+    def _read(
+        self, spark: SparkSession, files: Sequence[InputFile], text: bool = True
+    ) -> DataFrame:
+        return self._read_planned(spark, files, text).rows
+
+    def _read_planned(
+        self, spark: SparkSession, files: Sequence[InputFile], text: bool = True
+    ) -> RawRead:
         # read in Python tasks (io.readers.jsonl); a file another Hadoop codec would
         # decompress (by its name) is left to Spark's text source
         ours = [f for f in files if not f.path.lower().endswith(_OTHER_CODECS)]
