@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from causal_spark import tables
 from causal_spark.config import IngestSettings
 from causal_spark.ingest import Ingested, IngestTargets, ingest
-from causal_spark.io.sources import discover_inputs, only_files, read_raw_rows
+from causal_spark.io.sources import discover_inputs, only_files, read_raw, read_raw_rows
 from causal_spark.sinks import FileWriter
 
 
@@ -40,11 +40,13 @@ def ingest_targets() -> IngestTargets:
 
 def ingest_paths(spark: SparkSession, paths: Sequence[Path | str]) -> Ingested:
     inputs = discover_inputs([str(p) for p in paths], IngestSettings())
+    read = read_raw(spark, inputs, text=False)
     return ingest(
-        read_raw_rows(spark, inputs, text=False),
+        read.rows,
         inputs,
         ingest_targets(),
         reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
+        plan=read.plan,
     )
 
 

@@ -208,9 +208,10 @@ def ingest_files(spark: SparkSession, paths: list[str]) -> Any:
     """`paths` through the real pipeline: discovery, the registry's reader, ingest's rules."""
     from causal_spark.config import IngestSettings
     from causal_spark.ingest import ingest
-    from causal_spark.io.sources import discover_inputs, read_raw_rows
+    from causal_spark.io.sources import discover_inputs, read_raw
     from tests.helpers import ingest_targets
 
     settings = IngestSettings()
     inputs = discover_inputs(paths, settings)
-    return ingest(read_raw_rows(spark, inputs, settings), inputs, ingest_targets())
+    read = read_raw(spark, inputs, settings)
+    return ingest(read.rows, inputs, ingest_targets(), plan=read.plan)

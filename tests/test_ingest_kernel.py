@@ -125,6 +125,24 @@ def test_string_hashes_are_the_polynomial_of_the_bytes(seed: int) -> None:
     assert np.array_equal(string_hashes(pa.array(values).slice(cut)), expected[cut:])
 
 
+@pytest.mark.parametrize("distinct", [True, False])
+def test_string_hashes_of_many_values_are_the_polynomial_of_the_bytes(distinct: bool) -> None:
+    # more values than string_hashes looks at to choose: mostly distinct ones (message ids,
+    # hashed value by value) or a few repeated ones (hashed once each), with nulls
+    rng = np.random.default_rng(16)
+    pool = _strings(rng, 50)
+    values = [
+        (f"m-{i}-{pool[i % 50]}" if distinct else pool[int(rng.integers(0, 50))])
+        if rng.random() > 0.05
+        else None
+        for i in range(9000)
+    ]
+    expected = np.array([_hash_oracle(v) for v in values], dtype=np.uint64)
+    chunked = pa.chunked_array([pa.array(values[:5000], pa.string()), pa.array(values[5000:])])
+    assert np.array_equal(string_hashes(chunked), expected)
+    assert np.array_equal(string_hashes(pa.array(values).slice(300)), expected[300:])
+
+
 def test_buckets_of_put_equal_keys_together_and_spread_the_rest() -> None:
     rng = np.random.default_rng(11)
     traces = [f"t{i}" for i in rng.integers(0, 3, 4000)]

@@ -20,8 +20,8 @@ from causal_spark.config import IngestSettings
 from causal_spark.ingest import ingest, type_rows
 from causal_spark.ingest import plain as P
 from causal_spark.ingest import rows_kernel as R
-from causal_spark.io.raw import RAW_SCHEMA, task_rows
-from causal_spark.io.sources import discover_inputs, only_files, read_raw_rows
+from causal_spark.io.raw import RAW_SCHEMA, TaskRows
+from causal_spark.io.sources import discover_inputs, only_files, read_raw, read_raw_rows
 from tests.helpers import ingest_targets, spark_jobs
 
 TEXTS = ["p1", " p1", "p1 ", "", " ", "{x}", "[1]", "{x", "a b", "\tp", "é", "p\n1", None]
@@ -134,13 +134,17 @@ def _events_file(path: Path, seed: int, n: int) -> Path:
     return path
 
 
-def _ingested(spark: SparkSession, raw: DataFrame, inputs: Any) -> dict[str, DataFrame]:
-    """The three tables `ingest` makes of `raw`, the rows read from `inputs`."""
+def _ingested(
+    spark: SparkSession, raw: DataFrame, inputs: Any, plan: TaskRows | None = None
+) -> dict[str, DataFrame]:
+    """The three tables `ingest` makes of `raw`, the rows read from `inputs` (`plan`: how
+    the readers' Python tasks make them; None: every row typed in Spark)."""
     out = ingest(
         raw,
         inputs,
         ingest_targets(),
         reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
+        plan=plan,
     )
     return {"events": out.events, "messages": out.messages, "quarantine": out.quarantine}
 
@@ -154,14 +158,13 @@ def test_ingest_types_a_readers_rows_in_its_tasks_as_through_spark(
     before = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "20000")  # many splits a file
     try:
-        raw = read_raw_rows(spark, inputs, text=False)
-        made = task_rows(raw)
+        read = read_raw(spark, inputs, text=False)
+        raw, made = read.rows, read.plan
         assert made is not None and sum(s.tasks for s in made.sources) > 10
 
-        new = _ingested(spark, raw, inputs)
+        new = _ingested(spark, raw, inputs, made)
         # the same rows, no task source: all through type_rows
-        old = _ingested(spark, raw.select("*"), inputs)
-        assert task_rows(raw.select("*")) is None
+        old = _ingested(spark, raw, inputs)
         for name in ("events", "messages", "quarantine"):
             assert_df_equality(_sorted(new[name]), _sorted(old[name]), ignore_nullable=True)
         assert new["quarantine"].count() > 100
@@ -172,15 +175,16 @@ def test_ingest_types_a_readers_rows_in_its_tasks_as_through_spark(
 def test_a_readers_rows_take_no_more_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
     _events_file(tmp_path / "log.jsonl", seed=5, n=200)
     inputs = discover_inputs([str(tmp_path)], IngestSettings())
-    raw = read_raw_rows(spark, inputs, text=False)
+    read = read_raw(spark, inputs, text=False)
+    assert read.plan is not None
 
-    def jobs(frame: DataFrame) -> int:
+    def jobs(plan: TaskRows | None) -> int:
         return spark_jobs(
             spark,
-            lambda: ingest(frame, inputs, ingest_targets()).quarantine.count(),
+            lambda: ingest(read.rows, inputs, ingest_targets(), plan=plan).quarantine.count(),
         )
 
-    assert jobs(raw) <= jobs(raw.select("*"))
+    assert jobs(read.plan) <= jobs(None)
 
 
 def test_parquet_read_by_row_ranges_ingests_as_spark_reads_it(
@@ -215,8 +219,8 @@ def test_parquet_read_by_row_ranges_ingests_as_spark_reads_it(
     pq.write_table(table.slice(0, 50), tmp_path / "b.parquet")
     monkeypatch.setattr(parquet_ranges, "RANGE_ROWS", 300)  # the driver plans the ranges
     inputs = discover_inputs([str(tmp_path)], IngestSettings())
-    raw = read_raw_rows(spark, inputs, text=False)
-    made = task_rows(raw)
+    read = read_raw(spark, inputs, text=False)
+    raw, made = read.rows, read.plan
     assert made is not None and sum(s.tasks for s in made.sources) == 3 * 3 + 1
     # the tasks' raw rows are the Spark read's
     ours = pa.Table.from_batches(
@@ -228,7 +232,7 @@ def test_parquet_read_by_row_ranges_ingests_as_spark_reads_it(
         zip(theirs["file_id"].to_pylist(), theirs["line"].to_pylist(), theirs["seq"].to_pylist(),
             theirs["process"].to_pylist(), strict=True))  # fmt: skip
 
-    new, old = _ingested(spark, raw, inputs), _ingested(spark, raw.select("*"), inputs)
+    new, old = _ingested(spark, raw, inputs, made), _ingested(spark, raw, inputs)
     for name in ("events", "messages", "quarantine"):
         assert_df_equality(_sorted(new[name]), _sorted(old[name]), ignore_nullable=True)
     assert new["quarantine"].count() > 100

@@ -31,12 +31,14 @@ from pyspark.sql import functions as F
 from causal_spark.config import IngestSettings
 from causal_spark.ingest import TRACE_OF, file_table, trace_ids
 from causal_spark.io.ledger import WarehouseError
+from causal_spark.io.raw import RawRead
 from causal_spark.io.sources import (
     FILE_ID,
     InputFile,
     Inputs,
     discover_inputs,
     only_files,
+    read_raw,
     read_raw_rows,
 )
 
@@ -239,17 +241,18 @@ def select_incremental(
 
 def read_selection(
     spark: SparkSession, selection: Selection, options: object = None, text: bool = True
-) -> DataFrame:
+) -> RawRead:
     """The raw rows of the selection: the chosen files, only the chosen traces' rows
-    (`options`: the readers' options, the `ingest` settings; `text`: as `read_raw_rows`)."""
-    raw = read_raw_rows(spark, selection.inputs, options, text)
+    (`options`: the readers' options, the `ingest` settings; `text`: as `read_raw_rows`),
+    and the readers' plan of them (none when only some traces' rows are kept)."""
+    read = read_raw(spark, selection.inputs, options, text)
     if selection.traces is None:
-        return raw
+        return read
+    raw = read.rows
     wanted = spark.createDataFrame([(t,) for t in selection.traces], "__cs_trace string")
     named = trace_ids(raw, file_table(spark, selection.inputs))
-    return named.join(
-        F.broadcast(wanted), F.col(TRACE_OF) == F.col("__cs_trace"), "left_semi"
-    ).select(*raw.columns)
+    kept = named.join(F.broadcast(wanted), F.col(TRACE_OF) == F.col("__cs_trace"), "left_semi")
+    return RawRead(kept.select(*raw.columns))
 
 
 def discover(

@@ -33,6 +33,7 @@ from causal_spark.app.lock import writer_lock
 from causal_spark.app.repair import RepairReport, repair
 from causal_spark.config import Config
 from causal_spark.io.ledger import NEW_TABLE, View, WarehouseError
+from causal_spark.io.raw import RawRead
 from causal_spark.io.sinks import FileWriter, RunTransaction, Warehouse
 from causal_spark.io.sources import Inputs, InputSet, Skipped
 
@@ -69,11 +70,11 @@ class StageContext:
     selection: inc.Selection | None = None
     files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def raw_rows(self, paths: Sequence[str], reader: str = "auto") -> tuple[Inputs, DataFrame]:
-        """The files ingest reads and their raw rows: every file of `paths`, or (an
-        incremental audit, chosen before the stages ran) the new and changed files and the
-        touched traces' rows of the others. Records each file's fingerprint and traces for
-        `runs`, and the files no reader took."""
+    def raw_rows(self, paths: Sequence[str], reader: str = "auto") -> tuple[Inputs, RawRead]:
+        """The files ingest reads and their raw rows (with the readers' plan of them): every
+        file of `paths`, or (an incremental audit, chosen before the stages ran) the new
+        and changed files and the touched traces' rows of the others. Records each file's
+        fingerprint and traces for `runs`, and the files no reader took."""
         if self.selection is None:
             found = self.discover(paths, reader)
             self.selection = inc.select_full(found)

@@ -57,18 +57,19 @@ def ingest_stage(paths: Sequence[str], reader: str = "auto") -> Stage:
 
     def run(context: StageContext) -> None:
         spark = context.spark
-        inputs, raw = context.raw_rows(paths, reader)
+        inputs, read = context.raw_rows(paths, reader)
         events, messages = context.writer(tables.EVENTS), context.writer(tables.MESSAGES)
         targets = IngestTargets(events, messages, os.path.join(events.scratch, "ingest"))
         try:
             ingested = ingest(
-                raw,
+                read.rows,
                 inputs,
                 targets,
                 reread=lambda ids: read_raw_rows(
                     spark, only_files(inputs, ids), context.config.ingest
                 ),
                 settings=context.config.ingest,
+                plan=read.plan,
             )
             context.stage_files(tables.EVENTS, events, ingested.written[tables.EVENTS])
             context.stage_files(tables.MESSAGES, messages, ingested.written[tables.MESSAGES])

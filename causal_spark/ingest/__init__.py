@@ -17,21 +17,21 @@ become quarantine rows with a reason code and a detail in words:
 "Earlier" and "first" are file order: files in the order they were found, then
 line. The rules apply in that order, each to the rows the earlier ones kept.
 
-How it runs, with no shuffle: step 1 types each row where it is read
-(`typed.type_rows`) and writes the rows in buckets by (trace, process), once
-(`passes.split_typed`; where a reader's Python tasks make the rows, `io.raw.task_rows`,
-those tasks type the plain rows on Arrow themselves and only the others cross into
-the JVM: `plain`, `passes.split_made`); a *pass* is two Spark jobs over those files
-(`passes.run_pass`): step 2, a task a bucket, writes the send and receive
-rows in buckets by (trace, msg_id); step 3 takes a bucket a task. Rows go from one
-step to the next as Arrow files, each task running a sorted NumPy kernel
-(`kernel`) and writing its `events` and `messages` files itself (`tasks`). Rules that a later step
-applies change what an earlier one numbered: a row that step 3 rejects (or a row
-without `seq` in a file where others have one, known only once every row was
-seen) takes no place in its process. So when a pass finds such rows, another pass
-runs with them known (at most three passes; on clean input, one): over step 1's
-files again, with markers of the rejected rows added to their buckets. No step puts a
-whole trace or a whole file into one task (a whole process, yes: its local order).
+How it runs, with no shuffle: step 1 types each row where it is read (`typed.type_rows`)
+and writes the rows in buckets by (trace, process), once (`passes.split_typed`; where a
+reader's Python tasks make the rows, by the `plan` the reader gave with them,
+`io.raw.RawRead`, those tasks type the plain rows on Arrow themselves and only the
+others cross into the JVM: `plain`, `passes.split_made`); a *pass* is two Spark jobs
+over those files (`passes.run_pass`): step 2, a task a bucket, writes the send and
+receive rows in buckets by (trace, msg_id); step 3 takes a bucket a task. Rows go from
+one step to the next as Arrow files, each task running a sorted NumPy kernel (`kernel`)
+and writing its `events` and `messages` files itself (`tasks`). Rules that a later step
+applies change what an earlier one numbered: a row that step 3 rejects (or a row without
+`seq` in a file where others have one, known only once every row was seen) takes no
+place in its process. So when a pass finds such rows, another pass runs with them known
+(at most three passes; on clean input, one): over step 1's files again, with markers of
+the rejected rows added to their buckets. No step puts a whole trace or a whole file
+into one task (a whole process, yes: its local order).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ from causal_spark.ingest.passes import (
 )
 from causal_spark.ingest.tasks import PassFiles, read_scratch, spark_ddl, write_scratch
 from causal_spark.ingest.typed import TRACE_OF, file_table, trace_ids, type_rows
-from causal_spark.io.raw import task_rows
+from causal_spark.io.raw import TaskRows
 from causal_spark.io.sources import Inputs
 from causal_spark.sinks import FileWriter
 
@@ -127,12 +127,15 @@ def ingest(
     targets: IngestTargets,
     reread: Callable[[Sequence[int]], DataFrame] | None = None,
     settings: IngestSettings | None = None,
+    plan: TaskRows | None = None,
 ) -> Ingested:
     """Raw rows -> `events`, `messages` and `quarantine` (docs/ingest.md).
 
     `raw` holds the raw rows of `inputs`' files (read again by each pass);
     `reread(file_ids)` reads the raw rows of some files again, to fetch the text of rows
-    a rule after step 1 rejects (default: `raw` filtered). Runs the passes now.
+    a rule after step 1 rejects (default: `raw` filtered); `plan`: how the readers'
+    Python tasks make `raw`'s rows (`io.raw.RawRead.plan`), typed there (else in Spark,
+    `type_rows`). Runs the passes now.
     """
     spark = raw.sparkSession
     settings = settings or IngestSettings()
@@ -151,10 +154,9 @@ def ingest(
         began = time.perf_counter()
         if number == 1:
             # read and typed once: a later pass takes these files, and its markers
-            made = task_rows(raw)
-            if made is not None and made.sources:
+            if plan is not None and plan.sources:
                 # rows a reader's Python tasks make are typed there (`plain`)
-                typed_work = split_made(spark, made, inputs, files, partitions)
+                typed_work = split_made(spark, plan, inputs, files, partitions)
             else:
                 typed = type_rows(raw, inputs)
                 typed_work = split_typed(typed, files, bucket_count(typed, partitions))

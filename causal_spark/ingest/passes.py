@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -140,9 +141,12 @@ def run_pass(
     mixed_files: files where some rows give `seq` and others do not.
     """
     partitions = len(typed_work)
+    # the biggest buckets first: Spark starts a stage's tasks in order, and a big bucket
+    # started last runs alone on one core (64 processes hash to buckets 5x apart)
+    largest = [typed_work[b] for b in _largest_first(typed_work)]
     carried = _collect(
         spark.range(0, partitions, 1, partitions).mapInArrow(
-            tasks.by_process(files, mixed_files, typed_work, partitions),
+            tasks.by_process(files, mixed_files, largest, partitions),
             tasks.spark_ddl(tasks.CARRIED),
         )
     )
@@ -153,7 +157,8 @@ def run_pass(
             result.rejects.append(path)
         elif role == tasks.FACTS_FILE:
             result.facts.append(path)
-    work = tasks.plan(carried, partitions)
+    planned = tasks.plan(carried, partitions)
+    work = [planned[i] for i in _largest_first([w.ends + w.events for w in planned])]
     written = (
         spark.range(0, len(work), 1, len(work))
         .mapInArrow(tasks.by_message(files, shown, work), tasks.spark_ddl(tasks.RESULT))
@@ -172,6 +177,12 @@ def run_pass(
         for name in tasks.COUNTS:
             result.counts[name] += int(row[name] or 0)
     return result
+
+
+def _largest_first(work: Sequence[Sequence[str]]) -> list[int]:
+    """The tasks of `work` (the files each reads) in decreasing order of their bytes."""
+    sizes = [sum(os.path.getsize(p) for p in paths) for paths in work]
+    return sorted(range(len(work)), key=lambda i: -sizes[i])
 
 
 def _collect(carriers: DataFrame) -> pa.Table:

@@ -11,7 +11,6 @@ used at all. Discovery (`io.sources`) names the files (`InputFile`).
 from __future__ import annotations
 
 import hashlib
-import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,9 +75,7 @@ def typed_fields(types: dict[str, T.DataType]) -> dict[str, T.DataType]:
 def union_raw(parts: Sequence[DataFrame], extra: Sequence[str] = ()) -> DataFrame:
     """Raw rows of several reads as one DataFrame: when they disagree on a typed field's
     type (`TYPED_FIELDS`), every field is cast back to its string (`RAW_SCHEMA`).
-    `extra`: columns every part has besides the raw rows', kept as they are. Where
-    parts hold rows a Python task can make itself (`task_rows`), so does the union."""
-    given = list(parts)
+    `extra`: columns every part has besides the raw rows', kept as they are."""
     types = {(f.name, f.dataType) for part in parts for f in part.schema.fields
              if f.name not in extra}  # fmt: skip
     if len(types) != len(RAW_SCHEMA.fields):
@@ -92,7 +89,7 @@ def union_raw(parts: Sequence[DataFrame], extra: Sequence[str] = ()) -> DataFram
     result = parts[0]
     for part in parts[1:]:
         result = result.unionByName(part)
-    return carry_plans(result, given)
+    return result
 
 
 class TaskSource(Protocol):
@@ -114,45 +111,39 @@ class TaskSource(Protocol):
 
 @dataclass(frozen=True)
 class TaskRows:
-    """How to make a raw-rows DataFrame in Python tasks: its `sources`, and the `rest`
-    (parts only Spark reads). Ingest uses it to type the rows where they are made
-    (`ingest.plain`) instead of sending each through the JVM; the DataFrame itself is
-    the same rows, for every other use."""
+    """How Python tasks make a read's raw rows: its `sources`, and the `rest` (parts only
+    Spark reads). Ingest uses it to type the rows where they are made (`ingest.plain`)
+    instead of sending each through the JVM."""
 
     sources: tuple[TaskSource, ...]
-    rest: tuple[DataFrame, ...]
+    rest: tuple[DataFrame, ...] = ()
 
 
-_TASK_ROWS: weakref.WeakKeyDictionary[DataFrame, TaskRows] = weakref.WeakKeyDictionary()
+@dataclass(frozen=True)
+class RawRead:
+    """What a reader read: the raw rows (`rows`, for every use) and, when Python tasks can
+    make them themselves, the `plan` of those tasks (None: only Spark makes them). A
+    value the caller hands to ingest with the rows (`ingest(..., plan=read.plan)`)."""
+
+    rows: DataFrame
+    plan: TaskRows | None = None
 
 
-def with_task_rows(frame: DataFrame, sources: Sequence[TaskSource]) -> DataFrame:
-    """`frame`, known to be the rows of `sources` and nothing else (`task_rows`)."""
-    _TASK_ROWS[frame] = TaskRows(tuple(sources), ())
-    return frame
-
-
-def task_rows(frame: DataFrame) -> TaskRows | None:
-    """How Python tasks make `frame`'s rows, when a reader said so (else None)."""
-    return _TASK_ROWS.get(frame)
-
-
-def carry_plans(result: DataFrame, parts: Sequence[DataFrame]) -> DataFrame:
-    """`result`, the union of `parts` (or one part transformed by a projection that keeps
-    its rows): made by the parts' task sources and the rest."""
-    plans = [task_rows(p) for p in parts]
-    if all(plan is None for plan in plans) or result in _TASK_ROWS:
-        return result
+def union_reads(parts: Sequence[RawRead]) -> RawRead:
+    """Several reads as one (`union_raw` of their rows): made by the parts' task sources
+    and, for the parts with no plan, by Spark (the plan's `rest`)."""
+    rows = union_raw([p.rows for p in parts])
+    if all(p.plan is None for p in parts):
+        return RawRead(rows)
     sources: list[TaskSource] = []
     rest: list[DataFrame] = []
-    for part, plan in zip(parts, plans, strict=True):
-        if plan is None:
-            rest.append(part)
+    for part in parts:
+        if part.plan is None:
+            rest.append(part.rows)
         else:
-            sources.extend(plan.sources)
-            rest.extend(plan.rest)
-    _TASK_ROWS[result] = TaskRows(tuple(sources), tuple(rest))
-    return result
+            sources.extend(part.plan.sources)
+            rest.extend(part.plan.rest)
+    return RawRead(rows, TaskRows(tuple(sources), tuple(rest)))
 
 
 # a whole file that cannot be read is one quarantine row at this line

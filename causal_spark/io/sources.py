@@ -38,12 +38,13 @@ from causal_spark.io.raw import (
     InputFile,
     Inputs,
     InputSet,
+    RawRead,
     Skipped,
     file_reader,
     local_path,
     local_path_of,
     spark_path,
-    union_raw,
+    union_reads,
     whole_file_rows,
     with_file_ids,
 )
@@ -281,16 +282,28 @@ def read_raw_rows(
     text=False: a reader whose record text costs a conversion of every row (Parquet's
     row as JSON) may leave `raw` null; ingest reads the text of the rows it rejects
     again, with text."""
-    parts: list[DataFrame] = []
+    return read_raw(spark, inputs, options, text).rows
+
+
+def read_raw(
+    spark: SparkSession, inputs: Inputs, options: object = None, text: bool = True
+) -> RawRead:
+    """`read_raw_rows`' rows, and the plan of the Python tasks that make them where a
+    reader has one (`RawRead`: ingest takes both)."""
+    parts: list[RawRead] = []
     for name in sorted({f.reader for f in inputs.files}):
         files = [f for f in inputs.files if f.reader == name]
         reader = reader_named(name)
+        planned = getattr(reader, "planned", None)
+        if planned is not None:
+            parts.append(planned(spark, files, options, text))
+            continue
         textless = None if text else getattr(reader, "read_without_text", None)
         read = textless if textless is not None else reader.read
-        parts.append(read(spark, files, options))
+        parts.append(RawRead(read(spark, files, options)))
     if not parts:
         raise InputError("the inputs hold no files")
-    return union_raw(parts)
+    return union_reads(parts)
 
 
 def only_files(inputs: Inputs, file_ids: Sequence[int]) -> Inputs:

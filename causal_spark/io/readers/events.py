@@ -35,16 +35,16 @@ from causal_spark.io.raw import (
     PARSE_ERROR,
     RAW_SCHEMA,
     InputFile,
-    carry_plans,
+    RawRead,
+    TaskRows,
     file_reader,
     spark_path,
     typed_fields,
-    union_raw,
+    union_reads,
     whole_file_rows,
     with_file_ids,
-    with_task_rows,
 )
-from causal_spark.io.readers.jsonl import read_jsonl
+from causal_spark.io.readers.jsonl import planned_jsonl
 from causal_spark.io.readers.parquet_ranges import columns_of, plan_ranges
 
 # compressed files Spark's text source would decompress by their name (`.gz`: ours)
@@ -58,7 +58,11 @@ def _union(parts: Sequence[DataFrame]) -> DataFrame:
     result = parts[0]
     for part in parts[1:]:
         result = result.unionByName(part)
-    return carry_plans(result, parts)
+    return result
+
+
+def _union_reads(parts: Sequence[RawRead]) -> RawRead:
+    return union_reads(parts) if len(parts) > 1 else parts[0]
 
 
 def _finish(rows: DataFrame, keep: Mapping[str, T.DataType] | None = None) -> DataFrame:
@@ -143,7 +147,7 @@ class JsonLinesReader:
         return False
 
     def read(self, spark: SparkSession, files: Sequence[InputFile], options: object) -> DataFrame:
-        return self._read_all(spark, files, text=True)
+        return self.planned(spark, files, options, text=True).rows
 
     def read_without_text(
         self, spark: SparkSession, files: Sequence[InputFile], options: object
@@ -151,29 +155,37 @@ class JsonLinesReader:
         """As `read`, with `raw` only on the rows rejected here: a line's text would cross
         from Python to the JVM and back for every row, and only rejected rows need it
         (ingest reads theirs again)."""
-        return self._read_all(spark, files, text=False)
+        return self.planned(spark, files, options, text=False).rows
 
-    def _read_all(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
+    def planned(
+        self, spark: SparkSession, files: Sequence[InputFile], options: object, text: bool
+    ) -> RawRead:
+        """`read` (text=False: `read_without_text`) and the plan of its Python tasks."""
         readable, bad = _unreadable(files)
-        parts = [whole_file_rows(spark, bad)] if bad else []
+        parts = [RawRead(whole_file_rows(spark, bad))] if bad else []
         if readable:
-            parts.append(self._read(spark, readable, text))
-        return _union(parts)
+            parts.append(self._read_planned(spark, readable, text))
+        return _union_reads(parts)
 
     def _read(
         self, spark: SparkSession, files: Sequence[InputFile], text: bool = True
     ) -> DataFrame:
+        return self._read_planned(spark, files, text).rows
+
+    def _read_planned(
+        self, spark: SparkSession, files: Sequence[InputFile], text: bool = True
+    ) -> RawRead:
         # read in Python tasks (io.readers.jsonl); a file another Hadoop codec would
         # decompress (by its name) is left to Spark's text source
         ours = [f for f in files if not f.path.lower().endswith(_OTHER_CODECS)]
         theirs = [f for f in files if f.path.lower().endswith(_OTHER_CODECS)]
         parts = []
         if ours:
-            made = read_jsonl(spark, ours, text)
-            parts.append(carry_plans(_finish(made), [made]))
+            made = planned_jsonl(spark, ours, text)
+            parts.append(RawRead(_finish(made.rows), made.plan))
         if theirs:
-            parts.append(self._read_spark(spark, theirs))
-        return _union(parts)
+            parts.append(RawRead(self._read_spark(spark, theirs)))
+        return _union_reads(parts)
 
     def _read_spark(self, spark: SparkSession, files: Sequence[InputFile]) -> DataFrame:
         fields = ", ".join(f"`{n}`: STRING" for n in INPUT_FIELDS)
@@ -336,16 +348,19 @@ class ParquetReader:
         return head.startswith(b"PAR1")
 
     def read(self, spark: SparkSession, files: Sequence[InputFile], options: object) -> DataFrame:
-        return self._read_all(spark, files, text=True)
+        return self.planned(spark, files, options, text=True).rows
 
     def read_without_text(
         self, spark: SparkSession, files: Sequence[InputFile], options: object
     ) -> DataFrame:
         """As `read`, with `raw` null: making each row's JSON text costs more than the rest
         of reading it, and only rejected rows need it (ingest reads theirs again)."""
-        return self._read_all(spark, files, text=False)
+        return self.planned(spark, files, options, text=False).rows
 
-    def _read_all(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
+    def planned(
+        self, spark: SparkSession, files: Sequence[InputFile], options: object, text: bool
+    ) -> RawRead:
+        """`read` (text=False: `read_without_text`) and the plan of its Python tasks."""
         readable, bad = _unreadable(files)
         by_schema: dict[tuple[tuple[str, str], ...], list[InputFile]] = {}
         for file in readable:
@@ -354,19 +369,19 @@ class ParquetReader:
                 bad.append((file, schema))
             else:
                 by_schema.setdefault(schema, []).append(file)
-        parts = [whole_file_rows(spark, bad)] if bad else []
+        parts = [RawRead(whole_file_rows(spark, bad))] if bad else []
         for group in by_schema.values():
             parts.append(self._read(spark, group, text))
-        return union_raw(parts)
+        return union_reads(parts)
 
-    def _read(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
+    def _read(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> RawRead:
         frame = self._read_spark(spark, files, text)
         fields = None if text or not files else columns_of(pq.read_schema(files[0].path))
         if fields is None or self.name != "parquet":
-            return frame
+            return RawRead(frame)
         # without text, Python tasks can make these rows themselves (`parquet_ranges`)
         ranges = plan_ranges([(f.file_id, f.path) for f in files], fields)
-        return with_task_rows(frame, [ranges]) if ranges.tasks else frame
+        return RawRead(frame, TaskRows((ranges,)) if ranges.tasks else None)
 
     def _read_spark(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
         data = file_reader(spark).parquet(*[spark_path(f.path) for f in files])

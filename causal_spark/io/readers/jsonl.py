@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from causal_spark.io.raw import InputFile, with_task_rows
+from causal_spark.io.raw import InputFile, RawRead, TaskRows
 from causal_spark.io.readers import jsonl_kernel as K
 
 SPLIT_BYTES = 64 << 20
@@ -58,6 +58,11 @@ class Splits:
 def read_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = True) -> DataFrame:
     """Raw rows (`jsonl_kernel.SCHEMA`) of the JSON Lines files: a row per non-blank line
     (text=False: `raw` only on rows rejected here)."""
+    return planned_jsonl(spark, files, text).rows
+
+
+def planned_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = True) -> RawRead:
+    """`read_jsonl`'s rows, and the plan of the Python tasks that make them."""
     split_bytes = _split_bytes(spark)
     splits: list[tuple[int, str, int, int | None]] = []
     for f in files:
@@ -95,4 +100,4 @@ def read_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = Tru
                 yield from source.rows(index)
 
     frame = spark.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(run, _ddl(K.SCHEMA))
-    return with_task_rows(frame, [source]) if tasks else frame
+    return RawRead(frame, TaskRows((source,)) if tasks else None)
