@@ -15,13 +15,32 @@ from causal_spark.config import SparkSettings, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The two cover scripts' common part: the signatures compiled so far of every Numba function
+# in MODULES (which the script defines), and what a run added to them since `before`, as JSON
+_ADDED = """
+import json
+from numba.core.dispatcher import Dispatcher
+
+def signatures():
+    return {
+        f"{m.__name__}.{name}": {str(s) for s in d.signatures}
+        for m in MODULES for name, d in vars(m).items() if isinstance(d, Dispatcher)
+    }
+
+def print_added(before):
+    after = signatures()
+    print(json.dumps({k: sorted(after[k] - before.get(k, set())) for k in after
+                      if after[k] - before.get(k, set())}))
+"""
+
 # In a fresh process: the warm-up's clocks and detect parts, then the functions the stages'
 # UDFs call, on random traces; prints the signatures those calls added to any kernel of
 # the two packages (each one a compile a Spark worker would make after the warm-up).
-_KERNELS_COVER = """
-import json, random
+_KERNELS_COVER = (
+    _ADDED
+    + """
+import random
 import numpy as np
-from numba.core.dispatcher import Dispatcher
 from causal_spark.app.warmup import main
 from causal_spark.anomalies import crown_kernel as CK, kernel as K, slab_kernel
 from causal_spark.clocks import components, kernel, units_kernel
@@ -31,12 +50,6 @@ from tests.random_traces import brute_clocks, random_trace
 from tests.test_clocks import _batch_tables, _cyclic_trace
 
 MODULES = (kernel, units_kernel, components, K, CK, slab_kernel)
-
-def signatures():
-    return {
-        f"{m.__name__}.{name}": {str(s) for s in d.signatures}
-        for m in MODULES for name, d in vars(m).items() if isinstance(d, Dispatcher)
-    }
 
 main(["--parts", "clocks,detect", "--small"])  # small traces: the large kernels stay out
 before = signatures()
@@ -69,10 +82,9 @@ for t in traces:
     for c in range(found.n_components):
         crown = found.crown[found.crown_start[c] : found.crown_start[c + 1]]
         CK.is_crown(channels, src, send, dst, recv, crown)
-after = signatures()
-print(json.dumps({k: sorted(after[k] - before.get(k, set())) for k in after
-                  if after[k] - before.get(k, set())}))
+print_added(before)
 """
+)
 
 
 def _python(script: str, *args: str, timeout: float) -> str:
@@ -171,10 +183,10 @@ def test_side_by_side_compiles_keep_every_cache_entry(tmp_path: Path) -> None:
 # and peer int32, lseq, lamport and peer_lseq int64, kind its int8 code), in both receive
 # modes and with the size guard; prints the signatures those calls added to any compiled
 # function of the replay wing (each one a compile a Spark worker would make).
-_REPLAY_COVER = """
-import json
+_REPLAY_COVER = (
+    _ADDED
+    + """
 import pyarrow as pa
-from numba.core.dispatcher import Dispatcher
 from causal_spark.replay import layout, loop, placing, structs, verify
 from causal_spark.replay.adapter import _replay_group
 from causal_spark.replay.model import KIND_CODES
@@ -182,12 +194,6 @@ from causal_spark.replay.protocols import none
 from causal_spark.replay.warmup import warm_up
 
 MODULES = (layout, loop, placing, structs, verify, none)
-
-def signatures():
-    return {
-        f"{m.__name__}.{name}": {str(s) for s in d.signatures}
-        for m in MODULES for name, d in vars(m).items() if isinstance(d, Dispatcher)
-    }
 
 def group(n):
     # P0 sends to each other process, which receives 1 s later; Pk's internal event; one
@@ -217,10 +223,9 @@ for n in (2, 5):
         out = list(_replay_group([group(n)], mode, {}, 1.0, 1 << 30))
         run = out[0].column("run")[0].as_py()
         assert (run["status"], run["verified"]) == ("ok", True), run
-after = signatures()
-print(json.dumps({k: sorted(after[k] - before.get(k, set())) for k in after
-                  if after[k] - before.get(k, set())}))
+print_added(before)
 """
+)
 
 
 def test_the_warm_up_compiles_every_replay_function_the_grouped_udf_calls() -> None:
