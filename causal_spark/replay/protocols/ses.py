@@ -135,25 +135,23 @@ def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
     row = pool_row(st.pool, st.slot[m])
     mine = p * n
+    base = mine * n
+    # the copy's buffer merges into ORD_BUFF_p by component-wise sup, pair by pair, except
+    # the pair for p itself. An absent pair's vector is all zeros (in ORD_BUFF and so in
+    # every copy's snapshot: `_drop` clears it), so sup with it copies the other side and
+    # the merge is one branch-free pass over n^2 integers (vectorised: n-long passes were
+    # too short for LLVM's vector loop, so they ran one integer at a time)
+    _sup_into(st.pairs, base, row, 3 * n, p * n)
+    _sup_into(st.pairs, base + (p + 1) * n, row, 3 * n + (p + 1) * n, (n - 1 - p) * n)
     for s in range(n):
-        if s == p:
-            continue
-        if row[n + s] != 0:  # another destination of the multicast: (s, VT(M))
-            at = 0
-        elif row[2 * n + s] != 0:
-            at = 3 * n + s * n
-        else:
-            continue
-        pair = (mine + s) * n
-        if st.has[mine + s] != 0:
-            for k in range(n):  # component-wise sup, branch-free (vectorised)
-                a = st.pairs[pair + k]
-                b = row[at + k]
-                st.pairs[pair + k] = a if a > b else b
-        else:
+        if s != p and (row[n + s] != 0 or row[2 * n + s] != 0):
             st.has[mine + s] = 1
-            for k in range(n):
-                st.pairs[pair + k] = row[at + k]
+    for s in range(n):
+        # another destination of the multicast: (s, VT(M)). The copy's own pair for s, if
+        # any, is below VT(M) (every pair a site holds is below its vector time), so the
+        # sup with both, taken above and here, is the sup with VT(M) alone
+        if s != p and row[n + s] != 0:
+            _sup_into(st.pairs, base + s * n, row, 0, n)
     for k in range(n):
         a = st.time[mine + k]
         b = row[k]
@@ -161,5 +159,22 @@ def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     st.time[mine + p] += 1
     sender = lay.src[m]
     if st.has[mine + sender] != 0 and _c_below(st.pairs, (mine + sender) * n, row, 0, n):
-        st.has[mine + sender] = 0
+        _drop(st, base, mine, sender, n)
     pool_release(st.pool, st.slot[m])
+
+
+@njit(cache=True, inline="always")
+def _sup_into(a, i, b, j, count):  # type: ignore[no-untyped-def]
+    """a[i:i+count] := sup(a[i:i+count], b[j:j+count]), branch-free."""
+    for k in range(count):
+        x = a[i + k]
+        y = b[j + k]
+        a[i + k] = x if x > y else y
+
+
+@njit(cache=True, inline="always")
+def _drop(st, base, mine, s, n):  # type: ignore[no-untyped-def]
+    """Delete the pair for s from ORD_BUFF (obsolete, §4.2.4); its vector becomes zeros."""
+    st.has[mine + s] = 0
+    for k in range(n):
+        st.pairs[base + s * n + k] = 0
