@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from numba import njit
 
 from causal_spark.replay.figures import FIGURES, accounting_error, figures_of
 from causal_spark.replay.layout import CompiledTrace
@@ -64,24 +65,15 @@ class CompiledRun:
         """The deliveries columns of messages `m`: times, taken_by, piggyback, held_back
         (1.0 / 0.0, NaN where arrival or delivery is missing)."""
         lay = self._lay
-        arrival = np.where(
-            lay.send_ev[m] >= 0,
-            self.post_time[m] + lay.latency[m],
-            lay.etime[np.maximum(lay.recv_ev[m], 0)],
-        )
-        arrival = np.where(self._arrived[m], arrival, np.nan)
-        delivery = self.delivery_time[m]
-        both = ~np.isnan(arrival) & ~np.isnan(delivery)
-        return {
-            "send_time": self.send_time[m],
-            "post_time": self.post_time[m],
-            "arrival_time": arrival,
-            "delivery_time": delivery,
-            "take_time": self.take_time[m],
-            "taken_by": self.taken_by[m],
-            "piggyback": self.piggyback[m],
-            "held_back": np.where(both, (delivery > arrival).astype(np.float64), np.nan),
-        }
+        if isinstance(m, slice):
+            m = np.arange(len(lay.src))[m]
+        out = _gather(
+            np.asarray(m, np.int64), lay.send_ev, lay.recv_ev, lay.latency, lay.etime,
+            self.send_time, self.post_time, self.delivery_time, self.take_time,
+            np.asarray(self.taken_by, np.int32), np.asarray(self.piggyback, np.int32),
+            np.asarray(self._arrived, np.bool_),
+        )  # fmt: skip
+        return dict(zip(_COLUMNS, out, strict=True))
 
     @property
     def arrival_time(self) -> np.ndarray:
@@ -150,3 +142,44 @@ def _ending(trace: CompiledTrace, execution: Execution) -> tuple[str, str | None
     if status == STATUS_STALLED:
         reason += f" (the log lost {lost} message(s))"
     return status, reason
+
+
+_COLUMNS = (
+    "send_time", "post_time", "arrival_time", "delivery_time", "take_time", "taken_by",
+    "piggyback", "held_back",
+)  # fmt: skip
+
+
+@njit(cache=True)
+def _gather(m, send_ev, recv_ev, latency, etime, send_t, post_t, del_t, take_t, taken_by,  # type: ignore[no-untyped-def]
+            pig, arrived):  # fmt: skip
+    """`CompiledRun.columns` in one pass over the messages `m` (a dozen NumPy gathers and
+    `where`s before, a third of the output's time). Arrival: post + latency, an orphan's the
+    recorded time of its receive, NaN if it never arrived."""
+    count = len(m)
+    send = np.empty(count, np.float64)
+    post = np.empty(count, np.float64)
+    arrival = np.empty(count, np.float64)
+    delivery = np.empty(count, np.float64)
+    take = np.empty(count, np.float64)
+    by = np.empty(count, np.int32)
+    piggy = np.empty(count, np.int32)
+    held = np.empty(count, np.float64)
+    for i in range(count):
+        j = m[i]
+        send[i] = send_t[j]
+        post[i] = post_t[j]
+        if not arrived[j]:
+            a = np.nan
+        elif send_ev[j] >= 0:
+            a = post_t[j] + latency[j]
+        else:
+            a = etime[max(recv_ev[j], 0)]
+        arrival[i] = a
+        d = del_t[j]
+        delivery[i] = d
+        take[i] = take_t[j]
+        by[i] = taken_by[j]
+        piggy[i] = pig[j]
+        held[i] = np.nan if np.isnan(a) or np.isnan(d) else (1.0 if d > a else 0.0)
+    return send, post, arrival, delivery, take, by, piggy, held
