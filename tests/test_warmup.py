@@ -187,13 +187,13 @@ _REPLAY_COVER = (
     _ADDED
     + """
 import pyarrow as pa
-from causal_spark.replay import layout, loop, placing, structs, verify
+from causal_spark.replay import layout, loop, placing, run, structs, verify
 from causal_spark.replay.adapter import _replay_group
 from causal_spark.replay.model import KIND_CODES
 from causal_spark.replay.protocols import none
 from causal_spark.replay.warmup import warm_up
 
-MODULES = (layout, loop, placing, structs, verify, none)
+MODULES = (layout, loop, placing, run, structs, verify, none)
 
 def group(n):
     # P0 sends to each other process, which receives 1 s later; Pk's internal event; one
@@ -221,8 +221,8 @@ before = signatures()
 for n in (2, 5):
     for mode in ("nonselective", "selective"):
         out = list(_replay_group([group(n)], mode, {}, 1.0, 1 << 30))
-        run = out[0].column("run")[0].as_py()
-        assert (run["status"], run["verified"]) == ("ok", True), run
+        got = out[0].column("run")[0].as_py()
+        assert (got["status"], got["verified"]) == ("ok", True), got
 print_added(before)
 """
 )
