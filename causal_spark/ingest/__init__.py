@@ -58,6 +58,7 @@ from causal_spark.ingest.outputs import filtered_reread, quarantine_of
 from causal_spark.ingest.passes import (
     PassResult,
     bucket_count,
+    estimated_rows,
     run_pass,
     split_made,
     split_typed,
@@ -83,6 +84,10 @@ __all__ = [
 ]
 
 MAX_PASSES = 3
+# an input of at least this many rows (as planned for) is typed without a `type_rows`
+# plan when all its rows are plain (`passes.split_made`'s `hopeful`: a second job where
+# some are not); a smaller one in one job whatever its rows (its fixed cost is the jobs)
+HOPEFUL_ROWS = 1_000_000
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +135,7 @@ def ingest(
     reread: Callable[[Sequence[int]], DataFrame] | None = None,
     settings: IngestSettings | None = None,
     plan: TaskRows | None = None,
+    hopeful_rows: int = HOPEFUL_ROWS,
 ) -> Ingested:
     """Raw rows -> `events`, `messages` and `quarantine` (docs/ingest.md).
 
@@ -137,7 +143,9 @@ def ingest(
     rows, made only if needed, and its plan); `reread(file_ids)` reads the raw rows of
     some files again, to fetch the text of rows a rule after step 1 rejects (default:
     `raw` filtered); `plan`: how the readers' Python tasks make `raw`'s rows
-    (`io.raw.RawRead.plan`), typed there (else in Spark, `type_rows`). Runs the passes now.
+    (`io.raw.RawRead.plan`), typed there (else in Spark, `type_rows`); `hopeful_rows`:
+    from how many rows (`passes.estimated_rows`) step 1 plans no `type_rows` for them
+    until some rows need it (`passes.split_made`'s `hopeful`). Runs the passes now.
     """
     if isinstance(raw, RawRead):
         read = raw
@@ -164,7 +172,8 @@ def ingest(
             # read and typed once: a later pass takes these files, and its markers
             if plan is not None and plan.sources:
                 # rows a reader's Python tasks make are typed there (`plain`)
-                typed_work = split_made(spark, plan, inputs, files, partitions)
+                hopeful = estimated_rows(inputs) >= hopeful_rows
+                typed_work = split_made(spark, plan, inputs, files, partitions, hopeful)
             else:
                 typed = type_rows(read.rows, inputs)
                 typed_work = split_typed(typed, files, bucket_count(typed, partitions))

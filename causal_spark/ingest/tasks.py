@@ -45,7 +45,7 @@ from causal_spark.sinks import FileWriter
 ROLE = "role"
 PATH = "path"
 BUCKET = "bucket"
-ENDS_FILE, EVENTS_FILE, REJECTS_FILE, FACTS_FILE, TYPED_FILE = range(5)
+ENDS_FILE, EVENTS_FILE, REJECTS_FILE, FACTS_FILE, TYPED_FILE, UNPLAIN_FILE = range(6)
 # step 1's rows go to step 2 by these keys (the process, or a spread key for rejected rows)
 SPLIT_KEYS = (C.TRACE_ID, R.PPROC)
 # typed rows one step-1 task buckets at a time (each bucket of each is one file)
@@ -266,15 +266,22 @@ def made_and_split(
     sources: Sequence[TaskSource],
     default_traces: Sequence[str | None],
     schema: pa.Schema,
+    aside: tuple[str, int] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Step 1 where a reader's Python tasks make the rows (`io.raw.TaskSource`), as a
     `mapInArrow` function over task numbers: the plain rows typed here (`plain`) and
     written in buckets as `split_rows` writes them, each file returned as a carrier
     row; every other row returned as it was made (`schema`: raw-row columns and
-    ROLE, PATH, BUCKET), for `typed.type_rows` and `split_carried`."""
+    ROLE, PATH, BUCKET), for `typed.type_rows` and `split_carried`.
+
+    `aside` (a folder, a group number): the other rows are written there instead, as
+    Parquet files of the sources' own columns, each returned as a carrier (UNPLAIN_FILE,
+    its path, the group number); every row returned is then a carrier (`CARRIED`)."""
     at = [(s, i) for s in sources for i in range(s.tasks)]
 
     def carrier(file_id: int, row: pa.RecordBatch) -> pa.RecordBatch:
+        if aside is not None:
+            return row
         n = row.num_rows
         given = {R.FILE_ID: pa.array([file_id] * n, pa.int32()), C.LINE: pa.array([0] * n)}
         given.update({name: row.column(name) for name in CARRIED.names})
@@ -287,6 +294,7 @@ def made_and_split(
             source, index = at[number]
             file_id = source.file_of(index)
             held: list[pa.Table] = []
+            unplain: list[pa.RecordBatch] = []
             count = 0
             for batch in source.rows(index):
                 plain = P.plain_rows(batch)
@@ -297,9 +305,12 @@ def made_and_split(
                     if plain.any():
                         held.append(P.typed_rows(batch.filter(mask), default_traces))
                     rest = batch.filter(pc.invert(mask))
-                    yield _conformed(
-                        {n: rest.column(n) for n in rest.schema.names}, rest.num_rows, schema
-                    )
+                    if aside is not None:
+                        unplain.append(rest)
+                    else:
+                        yield _conformed(
+                            {n: rest.column(n) for n in rest.schema.names}, rest.num_rows, schema
+                        )
                 count += int(plain.sum())
                 if count >= ROWS_PER_SPLIT:
                     for written in _typed_chunks(held, files.folder("typed"), buckets):
@@ -308,6 +319,9 @@ def made_and_split(
             if count:
                 for written in _typed_chunks(held, files.folder("typed"), buckets):
                     yield carrier(file_id, written)
+            if aside is not None and unplain:
+                rest_rows = pa.Table.from_batches(unplain)
+                yield _carrier(UNPLAIN_FILE, write_scratch(aside[0], rest_rows), aside[1])
 
     return run
 
