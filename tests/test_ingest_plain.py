@@ -135,16 +135,22 @@ def _events_file(path: Path, seed: int, n: int) -> Path:
 
 
 def _ingested(
-    spark: SparkSession, raw: DataFrame, inputs: Any, plan: TaskRows | None = None
+    spark: SparkSession,
+    raw: DataFrame,
+    inputs: Any,
+    plan: TaskRows | None = None,
+    hopeful: bool = False,
 ) -> dict[str, DataFrame]:
     """The three tables `ingest` makes of `raw`, the rows read from `inputs` (`plan`: how
-    the readers' Python tasks make them; None: every row typed in Spark)."""
+    the readers' Python tasks make them; None: every row typed in Spark; `hopeful`: step
+    1 typing the rows that are not plain in a job of their own, whatever the size)."""
     out = ingest(
         raw,
         inputs,
         ingest_targets(),
         reread=lambda ids: read_raw_rows(spark, only_files(inputs, ids)),
         plan=plan,
+        hopeful_rows=0 if hopeful else 1 << 62,
     )
     return {"events": out.events, "messages": out.messages, "quarantine": out.quarantine}
 
@@ -163,10 +169,12 @@ def test_ingest_types_a_readers_rows_in_its_tasks_as_through_spark(
         assert made is not None and sum(s.tasks for s in made.sources) > 10
 
         new = _ingested(spark, raw, inputs, made)
+        hopeful = _ingested(spark, raw, inputs, made, hopeful=True)
         # the same rows, no task source: all through type_rows
         old = _ingested(spark, raw, inputs)
         for name in ("events", "messages", "quarantine"):
             assert_df_equality(_sorted(new[name]), _sorted(old[name]), ignore_nullable=True)
+            assert_df_equality(_sorted(hopeful[name]), _sorted(old[name]), ignore_nullable=True)
         assert new["quarantine"].count() > 100
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", before or "134217728")
@@ -185,6 +193,39 @@ def test_a_readers_rows_take_no_more_spark_jobs(spark: SparkSession, tmp_path: P
         )
 
     assert jobs(read.plan) <= jobs(None)
+
+
+def test_hopeful_step_1_takes_the_same_jobs_on_plain_rows_and_one_more_on_others(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Step 1 planning no `type_rows` (`hopeful`) saves that plan, not a job, where every
+    row is plain, and types the other rows in one more job where some are not."""
+    clean, dirty = tmp_path / "clean", tmp_path / "dirty"
+    clean.mkdir()
+    dirty.mkdir()
+    lines = [json.dumps({"process": f"p{i % 3}", "seq": i, "kind": "internal", "ts": i * 0.5})
+             for i in range(300)]  # fmt: skip
+    (clean / "log.jsonl").write_text("\n".join(lines) + "\n")
+    _events_file(dirty / "log.jsonl", seed=6, n=300)
+
+    def jobs(folder: Path, hopeful: bool) -> tuple[int, dict[str, DataFrame]]:
+        inputs = discover_inputs([str(folder)], IngestSettings())
+        read = read_raw(spark, inputs, text=False)
+        found: dict[str, DataFrame] = {}
+
+        def run() -> None:
+            found.update(_ingested(spark, read.rows, inputs, read.plan, hopeful))
+            found["quarantine"].count()
+
+        return spark_jobs(spark, run), found
+
+    for folder, more in ((clean, 0), (dirty, 1)):
+        (hopeful_jobs, hopeful), (plain_jobs, plain) = jobs(folder, True), jobs(folder, False)
+        assert hopeful_jobs == plain_jobs + more, folder.name
+        for name in ("events", "messages", "quarantine"):
+            assert_df_equality(_sorted(hopeful[name]), _sorted(plain[name]), ignore_nullable=True)
+        assert plain["events"].count() > 100
+        assert (plain["quarantine"].count() > 0) == bool(more)
 
 
 def test_parquet_read_by_row_ranges_ingests_as_spark_reads_it(
@@ -233,6 +274,8 @@ def test_parquet_read_by_row_ranges_ingests_as_spark_reads_it(
             theirs["process"].to_pylist(), strict=True))  # fmt: skip
 
     new, old = _ingested(spark, raw, inputs, made), _ingested(spark, raw, inputs)
+    hopeful = _ingested(spark, raw, inputs, made, hopeful=True)
     for name in ("events", "messages", "quarantine"):
         assert_df_equality(_sorted(new[name]), _sorted(old[name]), ignore_nullable=True)
+        assert_df_equality(_sorted(hopeful[name]), _sorted(old[name]), ignore_nullable=True)
     assert new["quarantine"].count() > 100

@@ -62,18 +62,22 @@ def ingest_stage(paths: Sequence[str], reader: str = "auto") -> Stage:
         targets = IngestTargets(events, messages, os.path.join(events.scratch, "ingest"))
         try:
             ingested = ingest(
-                read.rows,
+                read,
                 inputs,
                 targets,
                 reread=lambda ids: read_raw_rows(
                     spark, only_files(inputs, ids), context.config.ingest
                 ),
                 settings=context.config.ingest,
-                plan=read.plan,
             )
             context.stage_files(tables.EVENTS, events, ingested.written[tables.EVENTS])
             context.stage_files(tables.MESSAGES, messages, ingested.written[tables.MESSAGES])
-            context.stage(tables.QUARANTINE, ingested.quarantine)
+            if ingested.nothing_rejected:  # an empty table: no Spark job to write it
+                context.stage_arrow(
+                    tables.QUARANTINE, tables.arrow_schema(tables.QUARANTINE).empty_table()
+                )
+            else:
+                context.stage(tables.QUARANTINE, ingested.quarantine)
         finally:
             context.remove_scratch(events)
             context.remove_scratch(messages)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from causal_spark import columns as C
 from causal_spark import tables
@@ -58,6 +58,7 @@ from causal_spark.ingest.outputs import filtered_reread, quarantine_of
 from causal_spark.ingest.passes import (
     PassResult,
     bucket_count,
+    estimated_rows,
     run_pass,
     split_made,
     split_typed,
@@ -66,7 +67,7 @@ from causal_spark.ingest.passes import (
 )
 from causal_spark.ingest.tasks import PassFiles, read_scratch, spark_ddl, write_scratch
 from causal_spark.ingest.typed import TRACE_OF, file_table, trace_ids, type_rows
-from causal_spark.io.raw import TaskRows
+from causal_spark.io.raw import RawRead, TaskRows
 from causal_spark.io.sources import Inputs
 from causal_spark.sinks import FileWriter
 
@@ -83,6 +84,10 @@ __all__ = [
 ]
 
 MAX_PASSES = 3
+# an input of at least this many rows (as planned for) is typed without a `type_rows`
+# plan when all its rows are plain (`passes.split_made`'s `hopeful`: a second job where
+# some are not); a smaller one in one job whatever its rows (its fixed cost is the jobs)
+HOPEFUL_ROWS = 1_000_000
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +120,8 @@ class Ingested:
     written: Mapping[str, Mapping[str, int]]
     counts: Mapping[str, int] = field(default_factory=dict)
     passes: int = 1
+    # no row was rejected: `quarantine` is empty, and can be staged with no Spark job
+    nothing_rejected: bool = False
 
     def event_counts(self) -> dict[str, int]:
         """internal / send / receive events, and send / receive rows, in_flight and orphan."""
@@ -122,22 +129,31 @@ class Ingested:
 
 
 def ingest(
-    raw: DataFrame,
+    raw: DataFrame | RawRead,
     inputs: Inputs,
     targets: IngestTargets,
     reread: Callable[[Sequence[int]], DataFrame] | None = None,
     settings: IngestSettings | None = None,
     plan: TaskRows | None = None,
+    hopeful_rows: int = HOPEFUL_ROWS,
 ) -> Ingested:
     """Raw rows -> `events`, `messages` and `quarantine` (docs/ingest.md).
 
-    `raw` holds the raw rows of `inputs`' files (read again by each pass);
-    `reread(file_ids)` reads the raw rows of some files again, to fetch the text of rows
-    a rule after step 1 rejects (default: `raw` filtered); `plan`: how the readers'
-    Python tasks make `raw`'s rows (`io.raw.RawRead.plan`), typed there (else in Spark,
-    `type_rows`). Runs the passes now.
+    `raw` holds the raw rows of `inputs`' files, or is a reader's `io.raw.RawRead` (its
+    rows, made only if needed, and its plan); `reread(file_ids)` reads the raw rows of
+    some files again, to fetch the text of rows a rule after step 1 rejects (default:
+    `raw` filtered); `plan`: how the readers' Python tasks make `raw`'s rows
+    (`io.raw.RawRead.plan`), typed there (else in Spark, `type_rows`); `hopeful_rows`:
+    from how many rows (`passes.estimated_rows`) step 1 plans no `type_rows` for them
+    until some rows need it (`passes.split_made`'s `hopeful`). Runs the passes now.
     """
-    spark = raw.sparkSession
+    if isinstance(raw, RawRead):
+        read = raw
+        plan = read.plan if plan is None else plan
+        spark = SparkSession.active()
+    else:
+        read = RawRead(raw)
+        spark = raw.sparkSession
     settings = settings or IngestSettings()
     # each file's name as the user gave it, at its file id (an incremental run reads a
     # selection of the files, which keep their ids: the other positions are empty)
@@ -156,9 +172,10 @@ def ingest(
             # read and typed once: a later pass takes these files, and its markers
             if plan is not None and plan.sources:
                 # rows a reader's Python tasks make are typed there (`plain`)
-                typed_work = split_made(spark, plan, inputs, files, partitions)
+                hopeful = estimated_rows(inputs) >= hopeful_rows
+                typed_work = split_made(spark, plan, inputs, files, partitions, hopeful)
             else:
-                typed = type_rows(raw, inputs)
+                typed = type_rows(read.rows, inputs)
                 typed_work = split_typed(typed, files, bucket_count(typed, partitions))
         later_rows = read_scratch(later, R.REJECTS) if later else None
         work = with_markers(typed_work, later_rows, files)
@@ -197,7 +214,7 @@ def ingest(
             reject_rows,
             file_table(spark, inputs),
             seq_files,
-            reread or filtered_reread(raw),
+            reread or filtered_reread(read.rows),
             _textless_files(rejects),
         )
         if rejects
@@ -215,6 +232,7 @@ def ingest(
         written={tables.EVENTS: dict(result.events), tables.MESSAGES: dict(result.messages)},
         counts=dict(result.counts),
         passes=number,
+        nothing_rejected=not rejects,
     )
 
 

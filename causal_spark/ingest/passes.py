@@ -8,6 +8,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -15,7 +16,7 @@ from causal_spark._spark import shuffle_partitions
 from causal_spark.ingest import rows_kernel as R
 from causal_spark.ingest import tasks
 from causal_spark.ingest.typed import type_rows
-from causal_spark.io.raw import RAW_SCHEMA, Inputs, TaskRows, TaskSource, union_raw
+from causal_spark.io.raw import RAW_SCHEMA, Inputs, TaskRows, TaskSource, spark_path, union_raw
 
 # input bytes per row we plan for (Parquet packs rows in about 20 bytes; a line of text
 # takes more: the generated JSON Lines about 140): an over-estimate of the rows gives
@@ -38,13 +39,17 @@ class PassResult:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(tasks.COUNTS, 0))
 
 
-def task_count(inputs: Inputs, rows_per_task: int, floor: int) -> int:
-    """Shuffle partitions for a pass: enough that a task holds about rows_per_task rows."""
-    estimate = sum(
+def estimated_rows(inputs: Inputs) -> int:
+    """The input's rows as we plan for them (from the files' sizes: an over-estimate)."""
+    return sum(
         f.size // (BYTES_PER_ROW if f.reader in _PACKED else TEXT_BYTES_PER_ROW)
         for f in inputs.files
     )
-    return max(floor, math.ceil(estimate / max(1, rows_per_task)))
+
+
+def task_count(inputs: Inputs, rows_per_task: int, floor: int) -> int:
+    """Shuffle partitions for a pass: enough that a task holds about rows_per_task rows."""
+    return max(floor, math.ceil(estimated_rows(inputs) / max(1, rows_per_task)))
 
 
 def split_typed(typed: DataFrame, files: tasks.PassFiles, partitions: int) -> list[tuple[str, ...]]:
@@ -64,12 +69,17 @@ def split_made(
     inputs: Inputs,
     files: tasks.PassFiles,
     partitions: int,
+    hopeful: bool = False,
 ) -> list[tuple[str, ...]]:
     """`split_typed` where Python tasks make the raw rows (`made`: the readers'
     `io.raw.TaskRows`), in one Spark job: each task types its plain rows on Arrow and
     writes them in buckets (`tasks.made_and_split`), so they never cross into the JVM;
     the other rows (and the rest's, read by Spark) go through `typed.type_rows`, as
-    `split_typed` takes them; the files of each bucket."""
+    `split_typed` takes them; the files of each bucket.
+
+    `hopeful` (and no rest): the job builds no `type_rows` plan (planning it costs the
+    driver seconds, serial); the tasks write the rows that are not plain aside, and only
+    if some are, a second job types them (`_split_aside`)."""
     buckets = max(partitions, shuffle_partitions(spark))
     default_traces: list[str | None] = [None] * (max(f.file_id for f in inputs.files) + 1)
     for f in inputs.files:
@@ -78,6 +88,9 @@ def split_made(
     by_schema: dict[pa.Schema, list[TaskSource]] = {}
     for source in made.sources:
         by_schema.setdefault(source.schema, []).append(source)
+    if hopeful and not made.rest:
+        return _split_aside(spark, list(by_schema.items()), inputs, files, buckets,
+                            default_traces)  # fmt: skip
     parts = []
     for given, sources in by_schema.items():
         schema = pa.schema([*given, *tasks.CARRIED])
@@ -105,6 +118,69 @@ def split_made(
         typed.mapInArrow(tasks.split_carried(files, buckets), tasks.spark_ddl(tasks.CARRIED))
     )
     return tasks.typed_work(split, buckets)
+
+
+def _split_aside(
+    spark: SparkSession,
+    groups: Sequence[tuple[pa.Schema, list[TaskSource]]],
+    inputs: Inputs,
+    files: tasks.PassFiles,
+    buckets: int,
+    default_traces: Sequence[str | None],
+) -> list[tuple[str, ...]]:
+    """`split_made` in one job when every row is plain: the tasks write the plain rows in
+    buckets and the others aside (`tasks.made_and_split`'s `aside`), Parquet files of
+    each group's own columns; when there are such files, a second job reads them and
+    types them (`typed.type_rows`, the one implementation of the rules) into buckets."""
+    extra = (tasks.ROLE, tasks.PATH, tasks.BUCKET)
+    ddl = tasks.spark_ddl(tasks.CARRIED)
+    jobs = []
+    for number, (given, sources) in enumerate(groups):
+        count = sum(s.tasks for s in sources)
+        schema = pa.schema([*given, *tasks.CARRIED])
+        aside = (files.folder(f"unplain-{number}"), number)
+        jobs.append(
+            spark.range(0, count, 1, count).mapInArrow(
+                tasks.made_and_split(files, buckets, sources, default_traces, schema, aside),
+                ddl,
+            )
+        )
+    union = jobs[0]
+    for job in jobs[1:]:
+        union = union.unionByName(job)
+    found = _collect(union)
+    unplain = pc.equal(found[tasks.ROLE], tasks.UNPLAIN_FILE).to_numpy(zero_copy_only=False)
+    if not unplain.any():
+        return tasks.typed_work(found, buckets)
+    aside_files = found.filter(pa.array(unplain))
+    aside_paths = aside_files[tasks.PATH].to_pylist()
+    aside_groups = aside_files[tasks.BUCKET].to_pylist()
+    nulls = [F.lit(None).cast(t).alias(n) for n, t in zip(extra, ("byte", "string", "int"),
+                                                          strict=True)]  # fmt: skip
+    parts = []
+    for number, (given, _) in enumerate(groups):
+        paths = [spark_path(p) for p, g in zip(aside_paths, aside_groups, strict=True)
+                 if g == number]  # fmt: skip
+        if not paths:
+            continue
+        rows = spark.read.schema(tasks.spark_ddl(given)).parquet(*paths)
+        parts.append(
+            rows.select(
+                *[
+                    F.col(f.name)
+                    if f.name in given.names
+                    else F.lit(None).cast(f.dataType).alias(f.name)
+                    for f in RAW_SCHEMA.fields
+                ],
+                *nulls,
+            )
+        )
+    typed = type_rows(union_raw(parts, extra), inputs, keep=extra)
+    split = _collect(
+        typed.mapInArrow(tasks.split_carried(files, buckets), tasks.spark_ddl(tasks.CARRIED))
+    )
+    typed_files = found.filter(pa.array(~unplain))
+    return tasks.typed_work(pa.concat_tables([typed_files, split]), buckets)
 
 
 def bucket_count(typed: DataFrame, partitions: int) -> int:

@@ -24,6 +24,7 @@ and the scratch folder goes when the ingest ends.
 
 from __future__ import annotations
 
+import gc
 import os
 import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -44,7 +45,7 @@ from causal_spark.sinks import FileWriter
 ROLE = "role"
 PATH = "path"
 BUCKET = "bucket"
-ENDS_FILE, EVENTS_FILE, REJECTS_FILE, FACTS_FILE, TYPED_FILE = range(5)
+ENDS_FILE, EVENTS_FILE, REJECTS_FILE, FACTS_FILE, TYPED_FILE, UNPLAIN_FILE = range(6)
 # step 1's rows go to step 2 by these keys (the process, or a spread key for rejected rows)
 SPLIT_KEYS = (C.TRACE_ID, R.PPROC)
 # typed rows one step-1 task buckets at a time (each bucket of each is one file)
@@ -96,6 +97,24 @@ class PassFiles:
 
     def folder(self, kind: str) -> str:
         return os.path.join(self.scratch, kind)
+
+
+_settled = False
+
+
+def settle_worker() -> None:
+    """In a Python worker, once: the heap its imports built collected and frozen
+    (`gc.freeze`). A reused worker's daemon runs `gc.collect()` after every task, which
+    otherwise walks every object of pyarrow's, NumPy's and pandas' modules each time
+    (about 40 ms a task); frozen, it walks only what the tasks left."""
+    global _settled
+    from pyspark import TaskContext
+
+    if _settled or TaskContext.get() is None:
+        return
+    gc.collect()
+    gc.freeze()
+    _settled = True
 
 
 def _task_tag() -> str:
@@ -194,6 +213,7 @@ def split_rows(
     stands for a shuffle whose rows would cross into the JVM's row format and back."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        settle_worker()
         for chunk in _chunks(batches, R.TYPED):
             for b, path in write_buckets(files.folder("typed"), chunk, SPLIT_KEYS, buckets):
                 yield _carrier(TYPED_FILE, path, b)
@@ -214,6 +234,7 @@ def split_carried(
     with a role is a carrier of a file written already (`made_and_split`), passed on."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        settle_worker()
         held: list[pa.Table] = []
         count = 0
         for batch in batches:
@@ -245,26 +266,35 @@ def made_and_split(
     sources: Sequence[TaskSource],
     default_traces: Sequence[str | None],
     schema: pa.Schema,
+    aside: tuple[str, int] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Step 1 where a reader's Python tasks make the rows (`io.raw.TaskSource`), as a
     `mapInArrow` function over task numbers: the plain rows typed here (`plain`) and
     written in buckets as `split_rows` writes them, each file returned as a carrier
     row; every other row returned as it was made (`schema`: raw-row columns and
-    ROLE, PATH, BUCKET), for `typed.type_rows` and `split_carried`."""
+    ROLE, PATH, BUCKET), for `typed.type_rows` and `split_carried`.
+
+    `aside` (a folder, a group number): the other rows are written there instead, as
+    Parquet files of the sources' own columns, each returned as a carrier (UNPLAIN_FILE,
+    its path, the group number); every row returned is then a carrier (`CARRIED`)."""
     at = [(s, i) for s in sources for i in range(s.tasks)]
 
     def carrier(file_id: int, row: pa.RecordBatch) -> pa.RecordBatch:
+        if aside is not None:
+            return row
         n = row.num_rows
         given = {R.FILE_ID: pa.array([file_id] * n, pa.int32()), C.LINE: pa.array([0] * n)}
         given.update({name: row.column(name) for name in CARRIED.names})
         return _conformed(given, n, schema)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        settle_worker()
         numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
         for number in numbers:
             source, index = at[number]
             file_id = source.file_of(index)
             held: list[pa.Table] = []
+            unplain: list[pa.RecordBatch] = []
             count = 0
             for batch in source.rows(index):
                 plain = P.plain_rows(batch)
@@ -275,9 +305,12 @@ def made_and_split(
                     if plain.any():
                         held.append(P.typed_rows(batch.filter(mask), default_traces))
                     rest = batch.filter(pc.invert(mask))
-                    yield _conformed(
-                        {n: rest.column(n) for n in rest.schema.names}, rest.num_rows, schema
-                    )
+                    if aside is not None:
+                        unplain.append(rest)
+                    else:
+                        yield _conformed(
+                            {n: rest.column(n) for n in rest.schema.names}, rest.num_rows, schema
+                        )
                 count += int(plain.sum())
                 if count >= ROWS_PER_SPLIT:
                     for written in _typed_chunks(held, files.folder("typed"), buckets):
@@ -286,6 +319,9 @@ def made_and_split(
             if count:
                 for written in _typed_chunks(held, files.folder("typed"), buckets):
                     yield carrier(file_id, written)
+            if aside is not None and unplain:
+                rest_rows = pa.Table.from_batches(unplain)
+                yield _carrier(UNPLAIN_FILE, write_scratch(aside[0], rest_rows), aside[1])
 
     return run
 
@@ -306,6 +342,7 @@ def by_process(
     mixed = frozenset(mixed_files)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        settle_worker()
         numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
         for number in numbers:
             paths = work[number]
@@ -396,6 +433,7 @@ def by_message(
     names = pa.array(list(shown), pa.string())
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        settle_worker()
         numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
         for number in numbers:
             yield from _step3(files, names, work[number])

@@ -11,8 +11,9 @@ used at all. Discovery (`io.sources`) names the files (`InputFile`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
@@ -119,22 +120,35 @@ class TaskRows:
     rest: tuple[DataFrame, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RawRead:
     """What a reader read: the raw rows (`rows`, for every use) and, when Python tasks can
     make them themselves, the `plan` of those tasks (None: only Spark makes them). A
-    value the caller hands to ingest with the rows (`ingest(..., plan=read.plan)`)."""
+    value the caller hands to ingest (`ingest(read, ...)`, or `ingest(read.rows, ...,
+    plan=read.plan)`).
 
-    rows: DataFrame
+    `made`: the rows, or how to make their DataFrame when first asked (`rows`): where a
+    plan makes the rows, ingest may never ask (a Spark read of Parquet plans a job to
+    read the files' schemas as soon as it is made)."""
+
+    made: DataFrame | Callable[[], DataFrame]
     plan: TaskRows | None = None
+
+    @cached_property
+    def rows(self) -> DataFrame:
+        return self.made if isinstance(self.made, DataFrame) else self.made()
 
 
 def union_reads(parts: Sequence[RawRead]) -> RawRead:
-    """Several reads as one (`union_raw` of their rows): made by the parts' task sources
-    and, for the parts with no plan, by Spark (the plan's `rest`)."""
-    rows = union_raw([p.rows for p in parts])
+    """Several reads as one (`union_raw` of their rows, made when first asked): made by
+    the parts' task sources and, for the parts with no plan, by Spark (the plan's
+    `rest`)."""
     if all(p.plan is None for p in parts):
-        return RawRead(rows)
+        return RawRead(union_raw([p.rows for p in parts]))
+
+    def rows() -> DataFrame:
+        return union_raw([p.rows for p in parts])
+
     sources: list[TaskSource] = []
     rest: list[DataFrame] = []
     for part in parts:

@@ -182,7 +182,7 @@ class JsonLinesReader:
         parts = []
         if ours:
             made = planned_jsonl(spark, ours, text)
-            parts.append(RawRead(_finish(made.rows), made.plan))
+            parts.append(RawRead(lambda: _finish(made.rows), made.plan))
         if theirs:
             parts.append(RawRead(self._read_spark(spark, theirs)))
         return _union_reads(parts)
@@ -375,13 +375,15 @@ class ParquetReader:
         return union_reads(parts)
 
     def _read(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> RawRead:
-        frame = self._read_spark(spark, files, text)
         fields = None if text or not files else columns_of(pq.read_schema(files[0].path))
         if fields is None or self.name != "parquet":
-            return RawRead(frame)
+            return RawRead(self._read_spark(spark, files, text))
         # without text, Python tasks can make these rows themselves (`parquet_ranges`)
         ranges = plan_ranges([(f.file_id, f.path) for f in files], fields)
-        return RawRead(frame, TaskRows((ranges,)) if ranges.tasks else None)
+        if not ranges.tasks:
+            return RawRead(self._read_spark(spark, files, text))
+        # Spark's read is made only if asked for (its schema inference is a Spark job)
+        return RawRead(lambda: self._read_spark(spark, files, text), TaskRows((ranges,)))
 
     def _read_spark(self, spark: SparkSession, files: Sequence[InputFile], text: bool) -> DataFrame:
         data = file_reader(spark).parquet(*[spark_path(f.path) for f in files])
