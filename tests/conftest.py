@@ -142,16 +142,17 @@ def writable_copy(tmp_path: Path) -> Callable[[Path], Path]:
 # the modules are handed to the two xdist workers longest first, so the short ones fill
 # the gaps at the end (`_Scheduling` below). Unlisted modules keep their order after these.
 MODULE_SECONDS = {  # a full run on a clean clone (2026-11-28, a551dd7, under the lock but
-    # contended by another worktree's tests from 12:15): modules over 5 s
-    "test_warehouse_faults.py": 272,
-    "test_clocks.py": 212,
-    "test_docs.py": 210,
-    "test_scheduled_jobs.py": 189,
-    "test_warehouse_incremental.py": 118,
-    "test_sink_and_runs.py": 94,
-    "test_cli.py": 80,
-    "test_ingest_baseline.py": 55,
-    "test_wide_traces.py": 53,
+    # contended by another worktree's tests from 12:15): modules over 5 s; the nine longest
+    # refitted from the full run of 2026-12-02 (e75ac5a, `-n 2`, bench/README.md)
+    "test_clocks.py": 389,
+    "test_scheduled_jobs.py": 200,
+    "test_warehouse_faults.py": 195,
+    "test_warehouse_incremental.py": 180,
+    "test_docs.py": 178,
+    "test_sink_and_runs.py": 123,
+    "test_ingest_baseline.py": 92,
+    "test_wide_traces.py": 73,
+    "test_cli.py": 71,
     "test_accounting_at_scale.py": 47,
     "test_crowns_distributed.py": 45,
     "test_replay_loop.py": 44,

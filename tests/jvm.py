@@ -99,18 +99,21 @@ def subprocess_options(archive: Path | None) -> str:
     return SHORT_LIVED + _sharing(archive)
 
 
-# every protocol's replay loop compiled into the Numba disk cache, side by side
-# (`causal_spark.replay.warmup`): without it, on a clean clone, both xdist workers compile
-# the same eleven loops at once in their first replay tests (minutes each)
+# the job's own warm-up (`causal_spark.app.warmup`) of every part: the clocks and detect
+# kernels (a forked child) beside every protocol's replay loop, into the Numba disk cache.
+# Without it, on a clean clone, both xdist workers compile the same eleven loops at once in
+# their first replay tests (minutes each), and each Spark Python worker of the first clocks
+# and detect stages compiles those kernels for itself
 WARM = """
+import sys
+from causal_spark.app.warmup import PARTS, main
 from causal_spark.replay.protocols.spec import SPECS
-from causal_spark.replay.warmup import warm_up
-warm_up(sorted(SPECS))
+sys.exit(main(["--parts", ",".join(PARTS), "--protocols", ",".join(sorted(SPECS))]))
 """
 
 
 def warm_numba(root: Path) -> subprocess.Popen[bytes]:
-    """Start compiling every protocol's loop into the disk cache (a subprocess: it runs
+    """Start compiling every kernel and protocol loop into the disk cache (a subprocess: it runs
     while the class archive is written); the caller waits for it before tests start. With
     a warm cache it only loads the code (a few seconds)."""
     return subprocess.Popen(

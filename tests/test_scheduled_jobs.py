@@ -156,15 +156,24 @@ def test_fail_on_exits_1_after_committing_and_prints_every_condition(
 
 @pytest.mark.slow
 def test_an_internal_failure_exits_3_and_commits_nothing(
-    detected_samples: Path, tmp_path: Path
+    spark: SparkSession,
+    detected_samples: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """`main` in this process, as for exit 1 above: the console script is `sys.exit(main())`,
+    whose code reaches the shell through the real command in the usage errors' test (2)
+    and the scheduling doc's (1)."""
     warehouse = _copy(detected_samples, tmp_path / "wh")
     victim = next((warehouse / "events" / "data").rglob("*.parquet"))
     victim.write_bytes(b"not parquet at all")
     summary = tmp_path / "summary.json"
-    done = _cli(["detect", "--warehouse", str(warehouse), "--summary-json", str(summary), *CONF])
-    assert done.returncode == 3, done.stderr[-3000:]
-    assert "causal-spark: internal error" in done.stderr
+    capsys.readouterr()
+    argv = ["detect", "--warehouse", str(warehouse), "--summary-json", str(summary), *CONF]
+    code = main(argv, session=spark)
+    err = capsys.readouterr().err
+    assert code == 3, err[-3000:]
+    assert "causal-spark: internal error" in err
     assert [r["command"] for r in Ledger(str(warehouse)).rows()] == ["audit"]
     report = json.loads(summary.read_text())
     assert report["status"] == "failed" and report["exit_code"] == 3 and report["error"]
