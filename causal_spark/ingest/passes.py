@@ -6,10 +6,11 @@ import math
 import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from causal_spark._spark import shuffle_partitions
@@ -99,20 +100,8 @@ def split_made(
             tasks.made_and_split(files, buckets, sources, default_traces, schema),
             tasks.spark_ddl(schema),
         )
-        parts.append(
-            rows.select(
-                *[
-                    F.col(f.name)
-                    if f.name in given.names
-                    else F.lit(None).cast(f.dataType).alias(f.name)
-                    for f in RAW_SCHEMA.fields
-                ],
-                *extra,
-            )
-        )
-    nulls = [F.lit(None).cast(t).alias(n) for n, t in zip(extra, ("byte", "string", "int"),
-                                                          strict=True)]  # fmt: skip
-    parts.extend(part.select(*part.columns, *nulls) for part in made.rest)
+        parts.append(_as_raw(rows, given, extra))
+    parts.extend(part.select(*part.columns, *_carried_nulls(extra)) for part in made.rest)
     typed = type_rows(union_raw(parts, extra), inputs, keep=extra)
     split = _collect(
         typed.mapInArrow(tasks.split_carried(files, buckets), tasks.spark_ddl(tasks.CARRIED))
@@ -155,8 +144,6 @@ def _split_aside(
     aside_files = found.filter(pa.array(unplain))
     aside_paths = aside_files[tasks.PATH].to_pylist()
     aside_groups = aside_files[tasks.BUCKET].to_pylist()
-    nulls = [F.lit(None).cast(t).alias(n) for n, t in zip(extra, ("byte", "string", "int"),
-                                                          strict=True)]  # fmt: skip
     parts = []
     for number, (given, _) in enumerate(groups):
         paths = [spark_path(p) for p, g in zip(aside_paths, aside_groups, strict=True)
@@ -164,17 +151,7 @@ def _split_aside(
         if not paths:
             continue
         rows = spark.read.schema(tasks.spark_ddl(given)).parquet(*paths)
-        parts.append(
-            rows.select(
-                *[
-                    F.col(f.name)
-                    if f.name in given.names
-                    else F.lit(None).cast(f.dataType).alias(f.name)
-                    for f in RAW_SCHEMA.fields
-                ],
-                *nulls,
-            )
-        )
+        parts.append(_as_raw(rows, given, _carried_nulls(extra)))
     typed = type_rows(union_raw(parts, extra), inputs, keep=extra)
     split = _collect(
         typed.mapInArrow(tasks.split_carried(files, buckets), tasks.spark_ddl(tasks.CARRIED))
@@ -263,3 +240,21 @@ def _largest_first(work: Sequence[Sequence[str]]) -> list[int]:
 
 def _collect(carriers: DataFrame) -> pa.Table:
     return pa.Table.from_pylist([r.asDict() for r in carriers.collect()], schema=tasks.CARRIED)
+
+
+def _as_raw(rows: DataFrame, given: pa.Schema, tail: Sequence[Any]) -> DataFrame:
+    """`rows` (columns `given`) as the raw rows' columns, a null for each one they lack,
+    then `tail`."""
+    return rows.select(
+        *[
+            F.col(f.name) if f.name in given.names else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in RAW_SCHEMA.fields
+        ],
+        *tail,
+    )
+
+
+def _carried_nulls(extra: Sequence[str]) -> list[Column]:
+    """Null columns for the carried `extra` (role, path, bucket) of rows that have none."""
+    return [F.lit(None).cast(t).alias(n) for n, t in zip(extra, ("byte", "string", "int"),
+                                                         strict=True)]  # fmt: skip
