@@ -89,8 +89,8 @@ from causal_spark.replay.structs import (
     _pop,
     engine_njit,
     new_pool,
+    pool_at,
     pool_release,
-    pool_row,
     pool_take,
     push,
     queued,
@@ -425,7 +425,7 @@ def _exec_send(eng, lay, p, lo, hi):  # type: ignore[no-untyped-def]
     if holders == 0:
         return
     slot = pool_take(eng.vpool, holders)
-    row = pool_row(eng.vpool, slot)
+    row = pool_at(eng.vpool, slot)
     for q in range(lay.n):
         row[q] = eng.vc[p * lay.n + q]
     for m in range(lo, hi):
@@ -454,7 +454,7 @@ def _exec_take(eng, lay, p, m):  # type: ignore[no-untyped-def]
     mine = p * n  # p's vector clock: vc[mine : mine + n]
     if s != p and vc[mine + s] >= k:
         eng.cnt[K_VIOLATED] = 1
-    row = pool_row(eng.vpool, eng.vslot[m])
+    row = pool_at(eng.vpool, eng.vslot[m])
     for q in range(n):
         if row[q] > vc[mine + q]:
             vc[mine + q] = row[q]

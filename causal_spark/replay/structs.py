@@ -299,6 +299,14 @@ def pool_row(pool, slot):  # type: ignore[no-untyped-def]
     return carray(_shifted(pool.data, slot * pool.width), pool.width)
 
 
+@njit(cache=True, inline="always")
+def pool_at(pool, slot):  # type: ignore[no-untyped-def]
+    """Row `slot` of the pool as a raw pointer (valid until the next pool_take). Indexing it
+    has no negative-index wraparound, which `pool_row`'s view has: LLVM turned loops over
+    such a view into gathers and scatters, a few times slower than plain vector loads."""
+    return _shifted(pool.data, slot * pool.width)
+
+
 # ---- a grid: one growable row per process (a protocol's per-process heap) -----------------
 
 

@@ -24,7 +24,7 @@ from numba import njit
 from causal_spark.replay.layout import CompiledTrace
 from causal_spark.replay.loop import post
 from causal_spark.replay.protocols.spec import SPECS
-from causal_spark.replay.structs import new_pool, pool_release, pool_row, pool_take
+from causal_spark.replay.structs import new_pool, pool_at, pool_release, pool_take
 
 SPEC = SPECS["rst"]
 
@@ -54,7 +54,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     for m in own:
         st.matrix[mine + p * n + lay.dst[m]] += 1
     slot = pool_take(st.pool, len(own))
-    row = pool_row(st.pool, slot)
+    row = pool_at(st.pool, slot)
     for i in range(n * n):
         row[i] = st.matrix[mine + i]
     for m in own:
@@ -67,7 +67,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     n = lay.n
     j = lay.src[m]
-    w = pool_row(st.pool, st.slot[m])
+    w = pool_at(st.pool, st.slot[m])
     mine = p * n * n
     if w[j * n + p] != st.matrix[mine + j * n + p] + 1:
         return False
@@ -80,7 +80,7 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    w = pool_row(st.pool, st.slot[m])
+    w = pool_at(st.pool, st.slot[m])
     mine = p * n * n
     for i in range(n * n):  # M := max(M, W), branch-free over contiguous rows (vectorised)
         a = st.matrix[mine + i]

@@ -30,7 +30,7 @@ from numba import njit
 from causal_spark.replay.layout import CompiledTrace
 from causal_spark.replay.loop import post
 from causal_spark.replay.protocols.spec import SPECS
-from causal_spark.replay.structs import new_pool, pool_release, pool_row, pool_take
+from causal_spark.replay.structs import new_pool, pool_at, pool_release, pool_take
 
 SPEC = SPECS["ses"]
 
@@ -88,7 +88,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     mine = p * n
     st.time[mine + p] += 1
     slot = pool_take(st.pool, len(own))
-    row = pool_row(st.pool, slot)
+    row = pool_at(st.pool, slot)
     for k in range(n):
         row[k] = st.time[mine + k]
         row[n + k] = 0
@@ -123,7 +123,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     n = lay.n
-    row = pool_row(st.pool, st.slot[m])
+    row = pool_at(st.pool, st.slot[m])
     # the copy's pair for its destination p is the sender's, from before the send
     if row[2 * n + p] == 0:
         return True
@@ -133,7 +133,7 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    row = pool_row(st.pool, st.slot[m])
+    row = pool_at(st.pool, st.slot[m])
     mine = p * n
     base = mine * n
     # the copy's buffer merges into ORD_BUFF_p by component-wise sup, pair by pair, except
