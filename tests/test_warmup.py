@@ -9,6 +9,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from causal_spark.app.session import SHORT_JOB_JAVA_OPTIONS, session_conf
 from causal_spark.app.warmup import WarmUp, small_inputs
 from causal_spark.config import SparkSettings, load_config
@@ -248,6 +250,7 @@ def test_a_short_job_on_a_local_master_gets_the_short_jvm_and_no_codegen(tmp_pat
         **local.conf,
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        "spark.python.daemon.module": "causal_spark.app.daemon",
         "spark.driver.extraJavaOptions": SHORT_JOB_JAVA_OPTIONS,
     }
     own = SparkSettings(
@@ -258,6 +261,7 @@ def test_a_short_job_on_a_local_master_gets_the_short_jvm_and_no_codegen(tmp_pat
         "spark.driver.extraJavaOptions": f"-Dx=1 {SHORT_JOB_JAVA_OPTIONS}",
         "spark.sql.codegen.wholeStage": "true",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        "spark.python.daemon.module": "causal_spark.app.daemon",
     }
     assert session_conf(local, short=False) == dict(local.conf)
     cluster = SparkSettings(master="spark://head:7077", conf={"a": "b"})
@@ -266,3 +270,47 @@ def test_a_short_job_on_a_local_master_gets_the_short_jvm_and_no_codegen(tmp_pat
     with big.open("wb") as out:
         out.truncate(17 << 20)
     assert not small_inputs([str(big)])
+
+
+# In a fresh process: a short job's session (the README's first audit gets one), and one
+# Arrow task per partition reporting whether its worker found the engines imported before
+# it imported anything itself, and whether its parent is the job's daemon
+_DAEMON_PROBE = """
+import json, os, sys
+from causal_spark.app.session import build_session
+from causal_spark.config import load_config
+
+def probe(batches):
+    import pyarrow as pa
+    preloaded = "causal_spark.replay.adapter" in sys.modules
+    with open(f"/proc/{os.getppid()}/cmdline") as f:
+        parent = f.read()
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"preloaded": [preloaded], "parent": [parent]})
+
+spark = build_session(load_config(None).spark, short=True)
+rows = spark.range(2, numPartitions=2).mapInArrow(probe, "preloaded boolean, parent string")
+print(json.dumps([[r.preloaded, "causal_spark.app.daemon" in r.parent] for r in rows.collect()]))
+spark.stop()
+"""
+
+
+def test_the_daemon_preloads_without_starting_a_thread() -> None:
+    """`app/daemon.py` imports every module of PRELOAD and starts no Python thread doing
+    so (PySpark's daemon forks its workers after it)."""
+    out = _python(
+        "import threading; from causal_spark.app.daemon import preload; "
+        "print(preload(), threading.active_count())",
+        timeout=120,
+    )
+    assert out.split() == ["[]", "1"]
+
+
+@pytest.mark.slow
+def test_a_short_jobs_workers_are_forked_from_the_preloading_daemon() -> None:
+    """A short job's Python workers are children of `app/daemon.py`'s daemon and find the
+    engines already imported (without it, `pyspark.daemon` forks workers that import them
+    on their first task)."""
+    out = _python(_DAEMON_PROBE, timeout=600).splitlines()
+    assert json.loads(out[-1]) == [[True, True], [True, True]]

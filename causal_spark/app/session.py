@@ -67,11 +67,14 @@ def ensure_java() -> None:
 # compiles with C1 only (C2 optimises for a peak speed a job of seconds never reaches) and
 # Spark evaluates expressions instead of generating and compiling Java for every plan. The
 # same results (the test suite runs every driver so); a warm audit of data-samples/ spends
-# about 40 CPU-s less. A profile's own settings of these keys win.
+# about 40 CPU-s less. Its Python workers are forked from a daemon that has imported what
+# they need (`app/daemon.py`), rather than each importing it. A profile's own settings of
+# these keys win.
 SHORT_JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 SHORT_JOB_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.python.daemon.module": "causal_spark.app.daemon",
 }
 _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
