@@ -323,3 +323,29 @@ def test_parquet_ranges_read_dictionary_coded_strings_as_the_strings(
     for name in [*strings, "ts"]:
         assert made[name].type == (pa.float64() if name == "ts" else pa.string())
         assert made[name].to_pylist() == truth[name].to_pylist(), name
+
+
+def test_parquet_ranges_give_every_core_a_task_but_not_tiny_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One row group of a few hundred thousand rows was one task, on one core of two: it is
+    cut in a share per core, down to SPLIT_ROWS rows; the ranges cover its rows once."""
+    import pyarrow.parquet as pq
+
+    from causal_spark.io.readers import parquet_ranges
+
+    n = 1000
+    table = pa.table({"process": ["p"] * n, "seq": list(range(n))})
+    pq.write_table(table, tmp_path / "a.parquet")
+    fields = parquet_ranges.columns_of(table.schema)
+    assert fields is not None
+    monkeypatch.setattr(parquet_ranges, "SPLIT_ROWS", 100)
+    files = [(0, str(tmp_path / "a.parquet"))]
+    for cores, tasks in [(1, 1), (2, 2), (3, 3), (16, 10)]:
+        ranges = parquet_ranges.plan_ranges(files, fields, cores)
+        assert ranges.tasks == tasks, cores
+        made = pa.Table.from_batches([b for i in range(ranges.tasks) for b in ranges.rows(i)])
+        assert made["seq"].to_pylist() == list(range(n))
+        assert made["line"].to_pylist() == list(range(1, n + 1))
+    monkeypatch.setattr(parquet_ranges, "RANGE_ROWS", 300)  # the cap holds with one core
+    assert parquet_ranges.plan_ranges(files, fields, 1).tasks == 4

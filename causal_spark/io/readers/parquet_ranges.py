@@ -30,6 +30,8 @@ FILE_ID = "file_id"
 # rows one task reads at most (of one row group; a task decodes the group's pages up to
 # its range's end, so smaller ranges of a large group decode more)
 RANGE_ROWS = 1_000_000
+# rows below which an input is not cut further to give every core a task
+SPLIT_ROWS = 100_000
 BATCH_ROWS = 65_536
 _NUMBERS = {C.SEQ: pa.int64(), C.SIZE_BYTES: pa.int64(), C.TS: pa.float64()}
 _DICTIONARY_CODED = frozenset({"PLAIN_DICTIONARY", "RLE_DICTIONARY"})
@@ -143,20 +145,30 @@ class Ranges:
 
 
 def plan_ranges(
-    files: Sequence[tuple[int, str]], fields: dict[str, tuple[str, pa.DataType]]
+    files: Sequence[tuple[int, str]],
+    fields: dict[str, tuple[str, pa.DataType]],
+    cores: int = 1,
 ) -> Ranges:
-    """The row ranges of `files` ((file_id, path), of one schema read here)."""
-    ranges: list[tuple[int, str, int, int, int, int]] = []
+    """The row ranges of `files` ((file_id, path), of one schema read here): at most
+    RANGE_ROWS rows each, and at most an even share of the rows over `cores` (the cores
+    the job gets), but no smaller than SPLIT_ROWS for that: 10^6 rows in one row group
+    were one task, on one core of two."""
+    groups: list[tuple[int, str, int, int, int]] = []  # file_id, path, group, offset, rows
     for file_id, path in files:
         meta = pq.ParquetFile(path).metadata
         offset = 0
         for group in range(meta.num_row_groups):
             rows = meta.row_group(group).num_rows
-            count = max(1, -(-rows // RANGE_ROWS))
-            bounds = [rows * i // count for i in range(count + 1)]
-            for i in range(count):
-                if bounds[i + 1] > bounds[i]:
-                    ranges.append((file_id, path, group, offset, bounds[i], bounds[i + 1]))
+            groups.append((file_id, path, group, offset, rows))
             offset += rows
+    total = sum(g[4] for g in groups)
+    most = min(RANGE_ROWS, max(SPLIT_ROWS, -(-total // max(1, cores))))
+    ranges: list[tuple[int, str, int, int, int, int]] = []
+    for file_id, path, group, offset, rows in groups:
+        count = max(1, -(-rows // most))
+        bounds = [rows * i // count for i in range(count + 1)]
+        for i in range(count):
+            if bounds[i + 1] > bounds[i]:
+                ranges.append((file_id, path, group, offset, bounds[i], bounds[i + 1]))
     order = tuple((n, c, t) for n, (c, t) in fields.items())
     return Ranges(tuple(ranges), order)
