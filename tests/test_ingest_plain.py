@@ -279,3 +279,73 @@ def test_parquet_read_by_row_ranges_ingests_as_spark_reads_it(
         assert_df_equality(_sorted(new[name]), _sorted(old[name]), ignore_nullable=True)
         assert_df_equality(_sorted(hopeful[name]), _sorted(old[name]), ignore_nullable=True)
     assert new["quarantine"].count() > 100
+
+
+def test_parquet_ranges_read_dictionary_coded_strings_as_the_strings(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A range of a Spark-written file decodes its dictionary-coded string columns as codes
+    (`parquet_ranges.dictionary_columns`) and gives the same strings, nulls and lines; a
+    column whose pages fell back to plain is read as strings."""
+    import pyarrow.parquet as pq
+
+    from causal_spark.io.readers import parquet_ranges
+
+    rng = random.Random(11)
+    n = 3000
+    rows = [
+        (rng.choice(["p0", "p1", "é", None]), rng.choice(["send", "receive"]),
+         f"m{i:06d}-{rng.random()}", rng.choice(["p0", "", None]), float(i))
+        for i in range(n)
+    ]  # fmt: skip
+    ddl = "process string, kind string, msg_id string, peer string, ts double"
+    (
+        spark.createDataFrame(rows, ddl)
+        .coalesce(1)
+        # a small dictionary page: the mostly distinct msg_id falls back to plain pages
+        .write.option("parquet.dictionary.page.size", "1024")
+        .parquet(str(tmp_path / "logs"))
+    )
+    path = str(next((tmp_path / "logs").glob("*.parquet")))
+    opened = pq.ParquetFile(path)
+    strings = ["process", "kind", "msg_id", "peer"]
+    assert parquet_ranges.dictionary_columns(opened.metadata.row_group(0), strings) == [
+        "process", "kind", "peer"
+    ]  # fmt: skip
+    fields = parquet_ranges.columns_of(opened.schema_arrow)
+    assert fields is not None
+    monkeypatch.setattr(parquet_ranges, "RANGE_ROWS", 700)
+    ranges = parquet_ranges.plan_ranges([(0, path)], fields)
+    assert ranges.tasks == 5
+    made = pa.Table.from_batches([b for i in range(ranges.tasks) for b in ranges.rows(i)])
+    truth = opened.read()
+    assert made["line"].to_pylist() == list(range(1, n + 1))
+    for name in [*strings, "ts"]:
+        assert made[name].type == (pa.float64() if name == "ts" else pa.string())
+        assert made[name].to_pylist() == truth[name].to_pylist(), name
+
+
+def test_parquet_ranges_give_every_core_a_task_but_not_tiny_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One row group of a few hundred thousand rows was one task, on one core of two: it is
+    cut in a share per core, down to SPLIT_ROWS rows; the ranges cover its rows once."""
+    import pyarrow.parquet as pq
+
+    from causal_spark.io.readers import parquet_ranges
+
+    n = 1000
+    table = pa.table({"process": ["p"] * n, "seq": list(range(n))})
+    pq.write_table(table, tmp_path / "a.parquet")
+    fields = parquet_ranges.columns_of(table.schema)
+    assert fields is not None
+    monkeypatch.setattr(parquet_ranges, "SPLIT_ROWS", 100)
+    files = [(0, str(tmp_path / "a.parquet"))]
+    for cores, tasks in [(1, 1), (2, 2), (3, 3), (16, 10)]:
+        ranges = parquet_ranges.plan_ranges(files, fields, cores)
+        assert ranges.tasks == tasks, cores
+        made = pa.Table.from_batches([b for i in range(ranges.tasks) for b in ranges.rows(i)])
+        assert made["seq"].to_pylist() == list(range(n))
+        assert made["line"].to_pylist() == list(range(1, n + 1))
+    monkeypatch.setattr(parquet_ranges, "RANGE_ROWS", 300)  # the cap holds with one core
+    assert parquet_ranges.plan_ranges(files, fields, 1).tasks == 4

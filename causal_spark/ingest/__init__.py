@@ -42,6 +42,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -86,8 +87,10 @@ __all__ = [
 MAX_PASSES = 3
 # an input of at least this many rows (as planned for) is typed without a `type_rows`
 # plan when all its rows are plain (`passes.split_made`'s `hopeful`: a second job where
-# some are not); a smaller one in one job whatever its rows (its fixed cost is the jobs)
-HOPEFUL_ROWS = 1_000_000
+# some are not); a smaller one in one job whatever its rows (its fixed cost is the jobs).
+# Half a million: the 10^6-row Parquet input plans 933 000 rows (20 bytes a row), and
+# paid the cold `type_rows` plan on the driver, serial, for rows that were all plain
+HOPEFUL_ROWS = 500_000
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +116,8 @@ class Ingested:
 
     events: DataFrame
     messages: DataFrame
-    quarantine: DataFrame
+    # makes `quarantine` (an empty one only if asked for: the stage writes none from it)
+    made_quarantine: Callable[[], DataFrame] = field(repr=False)
     rows_read: int
     # file_id -> the traces it holds rows of (every row read, quarantined or not)
     file_traces: Mapping[int, frozenset[str]]
@@ -122,6 +126,10 @@ class Ingested:
     passes: int = 1
     # no row was rejected: `quarantine` is empty, and can be staged with no Spark job
     nothing_rejected: bool = False
+
+    @cached_property
+    def quarantine(self) -> DataFrame:
+        return self.made_quarantine()
 
     def event_counts(self) -> dict[str, int]:
         """internal / send / receive events, and send / receive rows, in_flight and orphan."""
@@ -204,29 +212,24 @@ def ingest(
 
     rejects = [*result.rejects, *later]
     seq_files = sorted(set(facts.filter(facts["has_seq"])[R.FILE_ID].to_pylist()))
-    reject_rows = (
-        spark.read.schema(spark_ddl(R.REJECTS)).parquet(*rejects)
-        if rejects
-        else spark.createDataFrame([], spark_ddl(R.REJECTS))
-    )
-    quarantine = (
-        quarantine_of(
-            reject_rows,
+    made: Callable[[], DataFrame]
+    if rejects:
+        quarantine = quarantine_of(
+            spark.read.schema(spark_ddl(R.REJECTS)).parquet(*rejects),
             file_table(spark, inputs),
             seq_files,
             reread or filtered_reread(read.rows),
             _textless_files(rejects),
         )
-        if rejects
-        # nothing rejected: no plan of joins to stage (each broadcast is a Spark job)
-        else tables.conform(
-            spark.createDataFrame([], tables.table_schema(tables.QUARANTINE)), tables.QUARANTINE
-        )
-    )
+        made = lambda: quarantine  # noqa: E731
+    else:
+        # no plan of joins to stage (each broadcast is a Spark job), and no empty frame
+        # unless asked for: the stage writes an empty quarantine from the driver
+        made = partial(_empty_quarantine, spark)
     return Ingested(
         events=_read(spark, tables.EVENTS, result.events),
         messages=_read(spark, tables.MESSAGES, result.messages),
-        quarantine=quarantine,
+        made_quarantine=made,
         rows_read=int(pc.sum(facts["rows"]).as_py() or 0),
         file_traces=_file_traces(facts),
         written={tables.EVENTS: dict(result.events), tables.MESSAGES: dict(result.messages)},
@@ -234,6 +237,11 @@ def ingest(
         passes=number,
         nothing_rejected=not rejects,
     )
+
+
+def _empty_quarantine(spark: SparkSession) -> DataFrame:
+    empty = spark.createDataFrame([], tables.table_schema(tables.QUARANTINE))
+    return tables.conform(empty, tables.QUARANTINE)
 
 
 def _mixed_files(facts: pa.Table) -> frozenset[int]:

@@ -379,7 +379,8 @@ class ParquetReader:
         if fields is None or self.name != "parquet":
             return RawRead(self._read_spark(spark, files, text))
         # without text, Python tasks can make these rows themselves (`parquet_ranges`)
-        ranges = plan_ranges([(f.file_id, f.path) for f in files], fields)
+        cores = spark.sparkContext.defaultParallelism
+        ranges = plan_ranges([(f.file_id, f.path) for f in files], fields, cores)
         if not ranges.tasks:
             return RawRead(self._read_spark(spark, files, text))
         # Spark's read is made only if asked for (its schema inference is a Spark job)

@@ -2,8 +2,12 @@
 
 A task reads one range of rows of one row group (at most RANGE_ROWS: a file of one large
 row group is several tasks; each decodes the group's pages up to its range's end and
-keeps its own rows), only the input fields' columns (matched by name in any case, as the
-Spark read does), and gives them as `events.ParquetReader` gives them without text:
+keeps its own rows: pyarrow 26 reads no row range and no page index, so the pages before
+a range cannot be skipped; string columns whose pages are all dictionary-coded are
+decoded as their codes, `dictionary_columns`, about half the cost of the strings, and
+only the kept rows become strings), only the input fields' columns (matched by name in
+any case, as the Spark read does), and gives them as `events.ParquetReader` gives them
+without text:
 `line` the row's position in the file plus one (Spark's `_metadata.row_index` + 1), the
 typed numbers typed (`io.raw.TYPED_FIELDS`: `seq`, `size_bytes` as longs, `ts` as a
 double), every other field its string. Only files whose input fields are all strings or
@@ -26,8 +30,29 @@ FILE_ID = "file_id"
 # rows one task reads at most (of one row group; a task decodes the group's pages up to
 # its range's end, so smaller ranges of a large group decode more)
 RANGE_ROWS = 1_000_000
+# rows below which an input is not cut further to give every core a task
+SPLIT_ROWS = 100_000
 BATCH_ROWS = 65_536
 _NUMBERS = {C.SEQ: pa.int64(), C.SIZE_BYTES: pa.int64(), C.TS: pa.float64()}
+_DICTIONARY_CODED = frozenset({"PLAIN_DICTIONARY", "RLE_DICTIONARY"})
+
+
+def dictionary_columns(group: pq.RowGroupMetaData, names: Sequence[str]) -> list[str]:
+    """Of the string columns `names`, those whose pages in `group` are all dictionary-coded,
+    as far as the chunk's encodings tell: a dictionary encoding and no PLAIN. parquet-mr
+    (Spark) lists PLAIN only for a chunk that fell back to plain pages; parquet-cpp lists
+    it for its dictionary page too, so its files are read as before. Reading a plain page
+    as a dictionary would hash every value (correct, but slower than the strings)."""
+    wanted = set(names)
+    found = []
+    for i in range(group.num_columns):
+        column = group.column(i)
+        if column.path_in_schema not in wanted or column.physical_type != "BYTE_ARRAY":
+            continue
+        encodings = set(column.encodings)
+        if encodings & _DICTIONARY_CODED and "PLAIN" not in encodings:
+            found.append(column.path_in_schema)
+    return found
 
 
 def _kept(name: str, given: pa.DataType) -> pa.DataType | None:
@@ -87,8 +112,13 @@ class Ranges:
         file_id, path, group, offset, start, stop = self.ranges[index]
         schema = self.schema
         names = [c for _, c, _ in self.fields]
+        opened = pq.ParquetFile(path)
+        strings = [c for _, c, t in self.fields if t == pa.string()]
+        coded = dictionary_columns(opened.metadata.row_group(group), strings)
+        if coded:  # the rows before `start` are decoded too: as codes, they cost less
+            opened = pq.ParquetFile(path, metadata=opened.metadata, read_dictionary=coded)
         at = 0
-        for batch in pq.ParquetFile(path).iter_batches(
+        for batch in opened.iter_batches(
             batch_size=BATCH_ROWS, row_groups=[group], columns=names, use_threads=False
         ):
             lo, hi = max(start - at, 0), min(stop - at, batch.num_rows)
@@ -115,20 +145,30 @@ class Ranges:
 
 
 def plan_ranges(
-    files: Sequence[tuple[int, str]], fields: dict[str, tuple[str, pa.DataType]]
+    files: Sequence[tuple[int, str]],
+    fields: dict[str, tuple[str, pa.DataType]],
+    cores: int = 1,
 ) -> Ranges:
-    """The row ranges of `files` ((file_id, path), of one schema read here)."""
-    ranges: list[tuple[int, str, int, int, int, int]] = []
+    """The row ranges of `files` ((file_id, path), of one schema read here): at most
+    RANGE_ROWS rows each, and at most an even share of the rows over `cores` (the cores
+    the job gets), but no smaller than SPLIT_ROWS for that: 10^6 rows in one row group
+    were one task, on one core of two."""
+    groups: list[tuple[int, str, int, int, int]] = []  # file_id, path, group, offset, rows
     for file_id, path in files:
         meta = pq.ParquetFile(path).metadata
         offset = 0
         for group in range(meta.num_row_groups):
             rows = meta.row_group(group).num_rows
-            count = max(1, -(-rows // RANGE_ROWS))
-            bounds = [rows * i // count for i in range(count + 1)]
-            for i in range(count):
-                if bounds[i + 1] > bounds[i]:
-                    ranges.append((file_id, path, group, offset, bounds[i], bounds[i + 1]))
+            groups.append((file_id, path, group, offset, rows))
             offset += rows
+    total = sum(g[4] for g in groups)
+    most = min(RANGE_ROWS, max(SPLIT_ROWS, -(-total // max(1, cores))))
+    ranges: list[tuple[int, str, int, int, int, int]] = []
+    for file_id, path, group, offset, rows in groups:
+        count = max(1, -(-rows // most))
+        bounds = [rows * i // count for i in range(count + 1)]
+        for i in range(count):
+            if bounds[i + 1] > bounds[i]:
+                ranges.append((file_id, path, group, offset, bounds[i], bounds[i + 1]))
     order = tuple((n, c, t) for n, (c, t) in fields.items())
     return Ranges(tuple(ranges), order)
