@@ -12,9 +12,11 @@ importing them. No compiled Numba code is loaded here: the job's warm-up
 (`app/warmup.py`) may not have written it yet, and each worker loads what it calls.
 
 PySpark imports its worker module after the fork because a module might start threads
-on import. Of `PRELOAD`, only NumPy's OpenBLAS does (its thread pool, which it
-re-creates after a fork, as in the warm-up's forked compiles); `tests/test_warmup.py`
-checks that the rest start no Python thread. A module that fails to import is left
+on import. Of `PRELOAD`, two native libraries do: NumPy's OpenBLAS (its thread pool,
+which it re-creates after a fork, as in the warm-up's forked compiles) and pyarrow's
+jemalloc (its background thread; jemalloc's own fork handlers take its locks before the
+fork and reset them in the child). `tests/test_warmup.py` checks that the modules start
+no Python thread. A module that fails to import is left
 to the workers, which import it (and report its error) as without this daemon.
 """
 
