@@ -213,7 +213,7 @@ class LayoutBuilder:
             _ints(self._clocks(batch.column(LAMPORT))),
             _ints(batch.column(PEER)),
             _ints(_filled(batch.column(PEER_LSEQ), -1)),
-            _null(msg_id) if msg_id.null_count else _NO_NULLS,
+            *_validity(msg_id),
             self.max_lseq,
             self.named,
         )  # fmt: skip
@@ -235,7 +235,7 @@ class LayoutBuilder:
             )
             max_at(self.max_lseq, p, lseq)
         self.chunks.append(_Chunk(p, lseq, codes, ts, lamport, peer, plseq))
-        self.ids.append(msg_id.filter(pa.array(named)))
+        self.ids.append(msg_id.take(pa.array(named)))
         self.rows += len(p)
         if len(self.chunks) % _GIVE_BACK_EVERY == 0:
             give_back()  # the decoded batches' garbage, between the chunks kept
@@ -374,7 +374,8 @@ class LayoutBuilder:
 
 
 _NO_TIMES = np.empty(0, np.float64)
-_NO_NULLS = np.empty(0, bool)  # `take_batch`: no msg_id is null
+_NO_NULLS = np.empty(0, np.uint8)  # `take_batch`: no msg_id is null (read-only, as
+_NO_NULLS.setflags(write=False)  # a bitmap from Arrow is: one compiled `take_batch`)
 _NO_CLOCKS = np.empty(0, np.int32)
 
 
@@ -393,6 +394,16 @@ def _filled(column: pa.Array | pa.ChunkedArray, value: int) -> pa.Array | pa.Chu
 
 def _null(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _validity(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """A column's validity bitmap as bytes and the bit of its first row (empty: no null)."""
+    if not column.null_count:
+        return _NO_NULLS, 0
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    bits = column.buffers()[0]
+    return np.frombuffer(bits, np.uint8), column.offset
 
 
 def _floats(column: pa.Array | pa.ChunkedArray) -> np.ndarray:

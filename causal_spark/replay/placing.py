@@ -271,7 +271,8 @@ _WIDE = np.iinfo(np.int32).max
 
 
 @njit(cache=True)
-def take_batch(pidx, lseq, code_in, ts, lamport, peer, plseq, id_null, top, named_pidx):  # type: ignore[no-untyped-def]
+def take_batch(pidx, lseq, code_in, ts, lamport, peer, plseq, id_valid, id_offset, top,  # type: ignore[no-untyped-def]
+               named_pidx):  # fmt: skip  # type: ignore[no-untyped-def]
     """One batch of program rows as the layout's narrow columns, in one pass (`add` made a
     dozen NumPy passes and five copies of each batch): pidx, lseq, lamport, peer and plseq
     as int32, kind as int8 (-1 for a code that is no kind), ts as float64; `named[r]` for
@@ -279,7 +280,9 @@ def take_batch(pidx, lseq, code_in, ts, lamport, peer, plseq, id_null, top, name
     top[p] = max(top[p], lseq) where p < len(top). Returns those and (rows with an unknown
     kind, sends or receives without msg_id, 1 if some ts is NaN, 1 if a value is beyond
     int32 or below -1, min pidx, max pidx, the first row whose pidx >= 0 has no name yet
-    in `named_pidx` or -1)."""
+    in `named_pidx` or -1). `named` is the rows' positions (int32, for Arrow's `take`: no
+    boolean mask to pack and filter by); `id_valid` is the msg_id column's validity bitmap
+    (Arrow's, bit `id_offset + r` for row r; empty when no msg_id is null)."""
     rows = len(pidx)
     p32 = np.empty(rows, np.int32)
     l32 = np.empty(rows, np.int32)
@@ -288,7 +291,8 @@ def take_batch(pidx, lseq, code_in, ts, lamport, peer, plseq, id_null, top, name
     lam32 = np.empty(rows, np.int32)
     peer32 = np.empty(rows, np.int32)
     pl32 = np.empty(rows, np.int32)
-    named = np.empty(rows, np.bool_)
+    named = np.empty(rows, np.int32)
+    count = 0
     unknown = 0
     unnamed = 0
     nan = 0
@@ -313,7 +317,9 @@ def take_batch(pidx, lseq, code_in, ts, lamport, peer, plseq, id_null, top, name
         if np.isnan(t):
             nan = 1
         is_named = c == SEND or (c == RECEIVE and k < 0)
-        if len(id_null) and id_null[r] and c >= 0 and c != INTERNAL:
+        bit = id_offset + r
+        if (len(id_valid) and not (id_valid[bit >> 3] >> (bit & 7)) & 1 and c >= 0
+                and c != INTERNAL):  # fmt: skip
             unnamed += 1
             is_named = False
         if p < low:
@@ -332,6 +338,8 @@ def take_batch(pidx, lseq, code_in, ts, lamport, peer, plseq, id_null, top, name
         lam32[r] = lam
         peer32[r] = s
         pl32[r] = k
-        named[r] = is_named
-    return (p32, l32, kind, t64, lam32, peer32, pl32, named,
+        if is_named:
+            named[count] = r
+            count += 1
+    return (p32, l32, kind, t64, lam32, peer32, pl32, named[:count],
             unknown, unnamed, nan, wide, low, high, new_name)  # fmt: skip
