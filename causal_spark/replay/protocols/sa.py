@@ -33,7 +33,7 @@ from numba import njit
 from causal_spark.replay.layout import CompiledTrace
 from causal_spark.replay.loop import control, post
 from causal_spark.replay.protocols.spec import SPECS
-from causal_spark.replay.structs import new_pool, pool_release, pool_row, pool_take
+from causal_spark.replay.structs import new_pool, pool_at, pool_release, pool_take
 
 SPEC = SPECS["sa"]
 
@@ -101,7 +101,7 @@ def _thin(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
             if st.columns[base + c] > st.columns[base + j]:
                 j = c
         slot = pool_take(st.extra_pool, 1)
-        row = pool_row(st.extra_pool, slot)
+        row = pool_at(st.extra_pool, slot)
         for x in range(n):
             row[x] = st.matrix[mine + x * n + j]
         row[n] = p
@@ -123,7 +123,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     base = p * n
     mine = p * nn
     slot = pool_take(st.pool, len(own))
-    row = pool_row(st.pool, slot)  # M after the whole multicast (nn), then before it (nn)
+    row = pool_at(st.pool, slot)  # M after the whole multicast (nn), then before it (nn)
     for i in range(nn):
         value = st.matrix[mine + i]
         row[i] = value
@@ -154,7 +154,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-def]
     n = lay.n
     if st.tail[p] >= 0:
-        pool_row(st.extra_pool, st.tail[p])[n + 1] = a
+        pool_at(st.extra_pool, st.tail[p])[n + 1] = a
     else:
         st.head[p] = a
     st.tail[p] = a
@@ -174,7 +174,7 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
         before = -1
         slot = st.head[p]
         while slot >= 0:
-            row = pool_row(st.extra_pool, slot)
+            row = pool_at(st.extra_pool, slot)
             following = row[n + 1]
             met = True
             for x in range(n):
@@ -183,7 +183,7 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
                     break
             if met:
                 if before >= 0:
-                    pool_row(st.extra_pool, before)[n + 1] = following
+                    pool_at(st.extra_pool, before)[n + 1] = following
                 else:
                     st.head[p] = following
                 if following < 0:
@@ -199,7 +199,7 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     n = lay.n
-    row = pool_row(st.pool, st.slot[m])
+    row = pool_at(st.pool, st.slot[m])
     # the constraints of column p, from the sender's matrix before the send
     for x in range(n):  # noqa: SIM110 (a loop compiles; a generator does not)
         if st.deliv[p * n + x] < row[n * n + x * n + p]:
@@ -212,7 +212,7 @@ def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     n = lay.n
     base = p * n
     mine = p * n * n
-    row = pool_row(st.pool, st.slot[m])
+    row = pool_at(st.pool, st.slot[m])
     st.deliv[base + lay.src[m]] += 1
     st.changed[p] = 1
     for x in range(n):
