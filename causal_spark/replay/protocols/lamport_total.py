@@ -43,8 +43,8 @@ from causal_spark.replay.structs import (
     grid_widen,
     new_grid,
     new_pool,
+    pool_at,
     pool_release,
-    pool_row,
     pool_take,
 )
 
@@ -137,7 +137,7 @@ def _see(st, p, stamp):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def _enqueue(st, eng, lay, p, slot, t):  # type: ignore[no-untyped-def]
     n = lay.n
-    key = pool_row(st.pool, slot)[2 * n + 1]
+    key = pool_at(st.pool, slot)[2 * n + 1]
     _see(st, p, key // n)
     _push(st, p, key, slot)
     st.clock[p] += 1  # sending the ack is an event
@@ -150,9 +150,10 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     st.clock[p] += 1
     key = st.clock[p] * n + p
     slot = pool_take(st.pool, n)
-    row = pool_row(st.pool, slot)
-    row[:n] = 0
-    row[n : 2 * n] = -1
+    row = pool_at(st.pool, slot)
+    for q in range(n):
+        row[q] = 0
+        row[n + q] = -1
     for m in own:
         row[n + lay.dst[m]] = m  # the last copy to a destination is the one posted
         st.row[m] = slot
@@ -175,7 +176,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def c_arrived(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     slot = st.row[m]
-    if pool_row(st.pool, slot)[2 * lay.n + 1] % lay.n != p:
+    if pool_at(st.pool, slot)[2 * lay.n + 1] % lay.n != p:
         _enqueue(st, eng, lay, p, slot, t)
 
 
@@ -186,10 +187,11 @@ def c_control(st, eng, lay, p, ckind, a, b, c, t):  # type: ignore[no-untyped-de
         _enqueue(st, eng, lay, p, a, t)
     elif ckind == _ACK:
         _see(st, p, b)
-        pool_row(st.pool, a)[2 * n] += 1
+        row = pool_at(st.pool, a)
+        row[2 * n] = row[2 * n] + 1
     else:
         _see(st, p, b)  # the releaser's clock
-        pool_row(st.pool, a)[p] = 1
+        pool_at(st.pool, a)[p] = 1
 
 
 @njit(cache=True)
@@ -199,7 +201,7 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
         h = grid_row(st.heap, p)
         key = h[0]
         slot = h[1]
-        row = pool_row(st.pool, slot)
+        row = pool_at(st.pool, slot)
         if row[p] == 0:
             if key % n != p or row[2 * n] < n - 1:
                 return
@@ -229,7 +231,7 @@ def c_next(st, eng, lay, p):  # type: ignore[no-untyped-def]
     `settle` marks it ready), or -1."""
     if st.size[p] == 0:
         return -1
-    m = pool_row(st.pool, grid_row(st.heap, p)[1])[lay.n + p]
+    m = pool_at(st.pool, grid_row(st.heap, p)[1])[lay.n + p]
     return m if m >= 0 and st.ready[m] != 0 else -1
 
 
