@@ -13,6 +13,15 @@ ingest data-samples` spent 95 CPU-seconds with the defaults. Every driver of the
   `-n 0`, the same tree side by side (2026-12-02), 304 CPU-s and 540 s with C2 against 262
   CPU-s and 511 s with C1 only; the suite is CPU-bound on 2 cores (1.8-1.9 busy), so the CPU
   is the time;
+- a code cache of 240 MB (the JDK's size with C2 on): with C1 only the JVM reserves 48 MB,
+  which a pytest worker's driver fills in its first minutes (the lead's profile of
+  2026-12-02: 44 of 48 MB used, 47 MB at most), after which the JIT's sweeper flushes
+  compiled methods aggressively, to be compiled again (its thread had spent 20-26 CPU-s
+  per worker driver 14 minutes into that run); and the serial collector (no concurrent
+  G1 threads; a 2-core machine runs the two workers' drivers side by side anyway).
+  test_clocks.py's engine comparisons, `-n 0`, three runs side by side in cgroups
+  (bench/README.md, suite19f): 137 -> 129 CPU-s (median) with the code cache, 129 -> 123
+  and 103 -> 100 with the serial collector on top; a cold ingest unchanged (20-21 CPU-s);
 - a class-data-sharing archive (JDK's AppCDS) of the classes a small audit loads, written
   once per machine and install by `class_archive` and mapped by every JVM after: 45 -> 36
   CPU-s and 34 -> 27 s per cold ingest. A JVM that cannot use it (another classpath, a
@@ -34,7 +43,9 @@ import time
 from pathlib import Path
 
 NO_CODEGEN = "-Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
-SHORT_LIVED = f"-XX:TieredStopAtLevel=1 {NO_CODEGEN}"
+# the code cache's size is only reserved address space; what is used is committed as it grows
+CODE_CACHE = "-XX:ReservedCodeCacheSize=240m"
+SHORT_LIVED = f"-XX:TieredStopAtLevel=1 {CODE_CACHE} -XX:+UseSerialGC {NO_CODEGEN}"
 
 # the training run: a small audit in a fresh driver, whose JVM then exits normally (end of
 # its standard input, as when a PySpark driver ends) so that it writes the archive
