@@ -188,3 +188,37 @@ def test_without_text_raw_only_on_rows_rejected_here() -> None:
     assert with_text is not None and without is not None
     assert without.column("raw").to_pylist() == [None, "x", '{"seq":1,"seq":2}', None]
     assert without.drop_columns(["raw"]).equals(with_text.drop_columns(["raw"]))
+
+
+@given(
+    sizes=st.lists(st.one_of(st.none(), st.integers(min_value=0, max_value=10_000)), max_size=6),
+    split_bytes=st.integers(min_value=1, max_value=3_000),
+    cores=st.integers(min_value=1, max_value=8),
+)
+def test_split_counts_fill_the_cores_and_keep_the_split_size(
+    sizes: list[int | None], split_bytes: int, cores: int
+) -> None:
+    counts = K.split_counts(sizes, split_bytes, cores)
+    assert len(counts) == len(sizes)
+    for size, count in zip(sizes, counts, strict=True):
+        if size is None:
+            assert count == 1
+        else:
+            assert count >= K.split_count(size, split_bytes)
+            splits = K.plan_splits(size, split_bytes, count)
+            assert len(splits) == count
+            assert all(end - start <= split_bytes for start, end in splits)
+            assert [s for s, _ in splits[1:]] == [e for _, e in splits[:-1]]
+    # a multiple of the cores, unless no split is left to cut in two
+    room = any(size is not None and size > count for size, count in zip(sizes, counts, strict=True))
+    assert sum(counts) % cores == 0 or not room
+
+
+def test_three_splits_on_two_cores_become_four_of_even_size() -> None:
+    assert K.split_count(150, 64) == 3
+    assert K.split_counts([150], 64, 2) == [4]
+    assert K.plan_splits(150, 64, 4) == [(0, 37), (37, 75), (75, 112), (112, 150)]
+    # the added split goes to the file with the largest splits; a .gz file is one
+    assert K.split_counts([100, None, 60], 64, 2) == [2, 1, 1]
+    assert K.split_counts([100, 60, None], 64, 4) == [2, 1, 1]
+    assert K.split_counts([130, 60, None], 64, 2) == [3, 2, 1]

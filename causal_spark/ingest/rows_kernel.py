@@ -363,7 +363,16 @@ def markers_of(rejects: pa.Table) -> pa.Table:
 
 
 def take_rows(table: pa.Table, positions: np.ndarray) -> pa.Table:
-    return table.take(pa.array(positions, pa.int64()))
+    """The rows at `positions`; a column of nulls only is made, not gathered (a typed row
+    that step 1 accepted has no text, reason or detail: 6 such columns of 20 were 16%
+    of a gather of step 1's rows)."""
+    at = pa.array(positions, pa.int64())
+    n = len(at)
+    columns = [
+        pa.nulls(n, column.type) if column.null_count == len(column) else column.take(at)
+        for column in table.columns
+    ]
+    return pa.table(columns, schema=table.schema)
 
 
 def string_array(values: Sequence[str | None]) -> pa.Array:

@@ -4,7 +4,8 @@ Two Spark jobs: the first counts the line ends of every split but each file's la
 scan of bytes, no parsing), so that each split knows the number of its first line; the
 second parses the splits, a task each (a `.gz` file is one split: gzip cannot be cut).
 No task holds more than one split, and a split is at most `SPLIT_BYTES` (or Spark's
-`spark.sql.files.maxPartitionBytes`, when smaller) of a file.
+`spark.sql.files.maxPartitionBytes`, when smaller) of a file; the splits are as many as a
+multiple of the cores (`jsonl_kernel.split_counts`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from causal_spark.io.raw import InputFile, RawRead, TaskRows
 from causal_spark.io.readers import jsonl_kernel as K
 
 SPLIT_BYTES = 64 << 20
+# what `_line_ends`' tasks return
+ENDS = pa.schema([("split", pa.int64()), ("ends", pa.int64())])
 
 
 def _split_bytes(spark: SparkSession) -> int:
@@ -55,6 +58,22 @@ class Splits:
         return K.read_split(path, file_id, start, end, line, keep_text=self.text)
 
 
+def _line_ends(spark: SparkSession, work: Sequence[tuple[int, str, int, int]]) -> dict[int, int]:
+    """`count_line_ends` of each (split, path, start, end), a task each: a `mapInArrow`
+    over task numbers, as the parse is, so that both run in the same Python worker
+    daemon (an RDD's tasks start a second one, whose workers pay the preload again)."""
+
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                split, path, start, end = work[index]
+                n = K.count_line_ends(path, start, end)
+                yield pa.RecordBatch.from_pydict({"split": [split], "ends": [n]}, schema=ENDS)
+
+    frame = spark.range(0, len(work), 1, len(work)).mapInArrow(count, _ddl(ENDS))
+    return {int(r["split"]): int(r["ends"]) for r in frame.collect()}
+
+
 def read_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = True) -> DataFrame:
     """Raw rows (`jsonl_kernel.SCHEMA`) of the JSON Lines files: a row per non-blank line
     (text=False: `raw` only on rows rejected here)."""
@@ -64,12 +83,15 @@ def read_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = Tru
 def planned_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = True) -> RawRead:
     """`read_jsonl`'s rows, and the plan of the Python tasks that make them."""
     split_bytes = _split_bytes(spark)
+    sizes = [None if f.path.lower().endswith(".gz") else f.size for f in files]
+    cores = spark.sparkContext.defaultParallelism
     splits: list[tuple[int, str, int, int | None]] = []
-    for f in files:
-        if f.path.lower().endswith(".gz"):
+    for f, size, count in zip(files, sizes, K.split_counts(sizes, split_bytes, cores), strict=True):
+        if size is None:
             splits.append((f.file_id, f.path, 0, None))
         else:
-            splits.extend((f.file_id, f.path, s, e) for s, e in K.plan_splits(f.size, split_bytes))
+            cut = K.plan_splits(size, split_bytes, count)
+            splits.extend((f.file_id, f.path, s, e) for s, e in cut)
     # line ends of every split followed by another of the same file
     counted = [
         i
@@ -79,11 +101,7 @@ def planned_jsonl(spark: SparkSession, files: Sequence[InputFile], text: bool = 
     ends: dict[int, int] = {}
     if counted:
         work = [(i, splits[i][1], splits[i][2], int(splits[i][3] or 0)) for i in counted]
-        ends = dict(
-            spark.sparkContext.parallelize(work, len(work))
-            .map(lambda w: (w[0], K.count_line_ends(w[1], w[2], w[3])))
-            .collect()
-        )
+        ends = _line_ends(spark, work)
     tasks: list[tuple[int, str, int, int | None, int]] = []
     first = 1
     for i, (file_id, path, start, end) in enumerate(splits):

@@ -506,11 +506,34 @@ def _pieces(fh: IO[bytes], budget: int | None, piece_bytes: int) -> Iterator[byt
         yield held + _rest_of_line(fh)
 
 
-def plan_splits(size: int, split_bytes: int) -> list[tuple[int, int]]:
-    """A plain file of `size` bytes cut in [start, end) splits of about `split_bytes`."""
-    count = max(1, math.ceil(size / max(1, split_bytes)))
+def plan_splits(size: int, split_bytes: int, count: int | None = None) -> list[tuple[int, int]]:
+    """A plain file of `size` bytes cut in [start, end) splits of about `split_bytes`
+    (`count` of them, of even sizes, where given)."""
+    if count is None:
+        count = split_count(size, split_bytes)
     bounds = [size * i // count for i in range(count + 1)]
     return [(bounds[i], bounds[i + 1]) for i in range(count)]
+
+
+def split_count(size: int, split_bytes: int) -> int:
+    """How many splits `plan_splits` cuts a file of `size` bytes in: each at most `split_bytes`."""
+    return max(1, math.ceil(size / max(1, split_bytes)))
+
+
+def split_counts(sizes: Sequence[int | None], split_bytes: int, cores: int) -> list[int]:
+    """The splits of each file (None: one that cannot be cut, one split), each at most
+    `split_bytes`, and as many in all as a multiple of `cores`: the files' splits are the
+    tasks of one Spark job, and 3 tasks on 2 cores left one core idle for a third of it.
+    The splits added go one at a time to the file whose splits are the largest."""
+    counts = [1 if s is None else split_count(s, split_bytes) for s in sizes]
+    cuttable = [i for i, s in enumerate(sizes) if s]
+    short = -sum(counts) % max(1, cores)
+    for _ in range(short if cuttable else 0):
+        widest = max(cuttable, key=lambda i: (sizes[i] or 0) / counts[i])
+        if (sizes[widest] or 0) <= counts[widest]:
+            break  # no split can be cut smaller than a byte
+        counts[widest] += 1
+    return counts
 
 
 def first_lines(ends: Sequence[int]) -> list[int]:
