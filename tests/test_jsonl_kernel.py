@@ -211,7 +211,10 @@ def test_split_counts_fill_the_cores_and_keep_the_split_size(
             assert [s for s, _ in splits[1:]] == [e for _, e in splits[:-1]]
     # a multiple of the cores, unless no split is left to cut in two
     room = any(size is not None and size > count for size, count in zip(sizes, counts, strict=True))
-    assert sum(counts) % cores == 0 or not room
+    whole = all(K.split_count(s, split_bytes) == 1 for s in sizes if s is not None)
+    assert sum(counts) % cores == 0 or not room or (whole and counts == [1] * len(sizes))
+    if whole:
+        assert counts == [1] * len(sizes)
 
 
 def test_three_splits_on_two_cores_become_four_of_even_size() -> None:
@@ -222,3 +225,5 @@ def test_three_splits_on_two_cores_become_four_of_even_size() -> None:
     assert K.split_counts([100, None, 60], 64, 2) == [2, 1, 1]
     assert K.split_counts([100, 60, None], 64, 4) == [2, 1, 1]
     assert K.split_counts([130, 60, None], 64, 2) == [3, 2, 1]
+    # files that need no cut are not cut to fill the cores
+    assert K.split_counts([60, 50, 10], 64, 2) == [1, 1, 1]

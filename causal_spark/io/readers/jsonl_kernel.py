@@ -524,8 +524,11 @@ def split_counts(sizes: Sequence[int | None], split_bytes: int, cores: int) -> l
     """The splits of each file (None: one that cannot be cut, one split), each at most
     `split_bytes`, and as many in all as a multiple of `cores`: the files' splits are the
     tasks of one Spark job, and 3 tasks on 2 cores left one core idle for a third of it.
-    The splits added go one at a time to the file whose splits are the largest."""
+    The splits added go one at a time to the file whose splits are the largest. Where no
+    file needs more than one split, none is cut: a cut costs a Spark job counting line ends."""
     counts = [1 if s is None else split_count(s, split_bytes) for s in sizes]
+    if max(counts, default=1) == 1:
+        return counts  # no file is cut: small files are not cut to fill the cores
     cuttable = [i for i, s in enumerate(sizes) if s]
     short = -sum(counts) % max(1, cores)
     for _ in range(short if cuttable else 0):
