@@ -4,8 +4,8 @@ Two Spark jobs: the first counts the line ends of every split but each file's la
 scan of bytes, no parsing), so that each split knows the number of its first line; the
 second parses the splits, a task each (a `.gz` file is one split: gzip cannot be cut).
 No task holds more than one split, and a split is at most `SPLIT_BYTES` (or Spark's
-`spark.sql.files.maxPartitionBytes`, when smaller) of a file; the splits are as many as a
-multiple of the cores (`jsonl_kernel.split_counts`).
+`spark.sql.files.maxPartitionBytes`, when smaller) of a file; where some file is cut, the
+splits are as many as a multiple of the cores (`jsonl_kernel.split_counts`).
 """
 
 from __future__ import annotations
