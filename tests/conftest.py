@@ -141,35 +141,38 @@ def writable_copy(tmp_path: Path) -> Callable[[Path], Path]:
 # Modules by how long they take (seconds of test time, `--durations=0` and `--junitxml`):
 # the modules are handed to the two xdist workers longest first, so the short ones fill
 # the gaps at the end (`_Scheduling` below). Unlisted modules keep their order after these.
-MODULE_SECONDS = {  # a full run on a clean clone (2026-11-28, a551dd7, under the lock but
-    # contended by another worktree's tests from 12:15): modules over 5 s; the nine longest
-    # refitted from the full run of 2026-12-02 (e75ac5a, `-n 2`, bench/README.md)
-    "test_clocks.py": 389,
-    "test_scheduled_jobs.py": 200,
-    "test_warehouse_faults.py": 195,
-    "test_warehouse_incremental.py": 180,
-    "test_docs.py": 178,
-    "test_sink_and_runs.py": 123,
-    "test_ingest_baseline.py": 92,
-    "test_wide_traces.py": 73,
+MODULE_SECONDS = {  # modules over 5 s; only the order matters. The twelve longest: the
+    # lead's profile of 5b2787a (2026-12-02, `-n 2`, contended about 2x: its seconds halved);
+    # six that were unlisted (so sent last: test_warmup's 17 s could end a worker's queue):
+    # 2026-12-03, `-n 0`, contended, halved; the others from the runs of a551dd7 and e75ac5a
+    "test_clocks.py": 368,
+    "test_scheduled_jobs.py": 190,
+    "test_docs.py": 156,
+    "test_warehouse_incremental.py": 154,
+    "test_sink_and_runs.py": 120,
+    "test_warehouse_faults.py": 106,
+    "test_ingest_baseline.py": 95,
+    "test_wide_traces.py": 71,
     "test_cli.py": 71,
+    "test_ingest_plain.py": 56,
+    "test_real_logs_audit.py": 55,
+    "test_crowns_distributed.py": 54,
+    "test_anomalies.py": 52,
     "test_accounting_at_scale.py": 47,
-    "test_crowns_distributed.py": 45,
     "test_replay_loop.py": 44,
     "test_replay.py": 43,
     "test_sql.py": 42,
     "test_export_shiviz.py": 40,
-    "test_anomalies.py": 36,
     "test_warehouse_commits.py": 35,
-    "test_real_logs_audit.py": 30,
-    "test_ingest_plain.py": 30,
     "test_native_logs.py": 26,
     "test_warehouse_history.py": 26,
     "test_readers_shiviz.py": 25,
     "test_formats.py": 21,
     "test_generate.py": 20,
     "test_report_browser.py": 19,
+    "test_warmup.py": 17,
     "test_small_audit.py": 16,
+    "test_delta_stats.py": 16,
     "test_shiviz_kernel.py": 15,
     "test_verdicts.py": 15,
     "test_order.py": 10,
@@ -177,9 +180,13 @@ MODULE_SECONDS = {  # a full run on a clean clone (2026-11-28, a551dd7, under th
     "test_ingest_files.py": 9,
     "test_ingest_rules.py": 8,
     "test_readers_dctracing.py": 8,
+    "test_jsonl_kernel.py": 7,
     "test_spans_kernel.py": 6,
+    "test_ingest_typed.py": 6,
     "test_ingest_examples.py": 5,
     "test_replay_engine.py": 5,
+    "test_readers_jsonl.py": 5,
+    "test_clock_mismatches.py": 5,
 }
 
 # modules that share an expensive session fixture run in one worker (one scope), so the
