@@ -127,14 +127,15 @@ def _task_tag() -> str:
 
 
 def write_scratch(folder: str, rows: pa.Table, arrow: bool = False) -> str:
-    """One Parquet file under `folder` (an Arrow IPC file, lz4, with `arrow`: for files
-    only tasks read back, 2-3x cheaper to write and read), complete or absent (written
-    aside, then renamed)."""
+    """One Parquet file under `folder` (an Arrow IPC file, uncompressed, with `arrow`: for
+    files only tasks read back, written and read back with no encoding; lz4 cost the
+    ingest's tasks CPU to pack bytes that stay in the page cache), complete or absent
+    (written aside, then renamed)."""
     os.makedirs(folder, exist_ok=True)
     name = f"part-{_task_tag()}.{'arrow' if arrow else 'parquet'}"
     aside = os.path.join(folder, f".{name}.tmp")
     if arrow:
-        options = pa.ipc.IpcWriteOptions(compression="lz4")
+        options = pa.ipc.IpcWriteOptions(compression=None)
         with (
             pa.OSFile(aside, "wb") as sink,
             pa.ipc.new_file(sink, rows.schema, options=options) as out,
@@ -149,7 +150,7 @@ def write_scratch(folder: str, rows: pa.Table, arrow: bool = False) -> str:
 
 def read_arrow_scratch(path: str, schema: pa.Schema) -> pa.Table:
     """A file `write_scratch(..., arrow=True)` wrote."""
-    with pa.OSFile(path, "rb") as source:
+    with pa.memory_map(path, "r") as source:
         return pa.ipc.open_file(source).read_all().cast(schema)
 
 

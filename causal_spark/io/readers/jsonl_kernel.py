@@ -398,6 +398,17 @@ def rows_of_piece(
 ) -> tuple[pa.RecordBatch | None, int]:
     """The raw rows of the whole lines `piece` holds, the first numbered `first_line`
     (None: only blank lines), and how many lines it holds."""
+    tried = False
+    if piece and b"\r" not in piece:
+        # lines cut at `\n` only: Arrow's reader first, without a Python list of the
+        # lines; where it takes the piece, every line starts with `{`, so the piece is
+        # blank-free and split_lines would count these lines (`_arrow_rows`' checks)
+        count = piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
+        numbers = np.arange(first_line, first_line + count, dtype=np.int64)
+        fast = _arrow_rows(piece, count, numbers, file_id, keep_text)
+        if fast is not None:
+            return fast, count
+        tried = True
     lines = split_lines(piece)
     count = len(lines)
     numbers = np.arange(first_line, first_line + count, dtype=np.int64)
@@ -409,7 +420,7 @@ def rows_of_piece(
         numbers = numbers[keep]
         piece_text = None
     else:
-        fast = _arrow_rows(piece, count, numbers, file_id, keep_text)
+        fast = None if tried else _arrow_rows(piece, count, numbers, file_id, keep_text)
         if fast is not None:
             return fast, count
         if keep_text:
