@@ -56,6 +56,7 @@ from causal_spark.replay.placing import (
     sort_copies,
     take_batch,
     times,
+    unmatched,
     unshift,
 )
 from causal_spark.replay.shape import first_error
@@ -310,18 +311,18 @@ class LayoutBuilder:
         origin = np.empty(copies, np.int32)
         at = np.zeros(3, np.int64)  # kept rows so far, orphans so far, copies
         at[2] = copies
+        if not self.timed:
+            etime[:] = lamport
+        latency = np.empty(size)  # the send's time, then recv - send time, or NaN
         for c in self.chunks:  # copy_start as each event's cursor, then restored
             place_sends(
                 c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, src, dst,
-                send_ev, recv_ev, take, origin, kept, at,
+                send_ev, recv_ev, take, origin, kept, at, etime, latency,
             )  # fmt: skip
         unshift(copy_start)
         if sort_copies(copy_start, dst, origin, kept):
             raise self._first_error(names)
         del origin
-        if not self.timed:
-            etime[:] = lamport
-        latency = np.full(size, np.nan)  # set as receives find their copies
         skewed = False
         for c in self.chunks:
             error, skew = place_receives(
@@ -334,6 +335,7 @@ class LayoutBuilder:
                     "trace, or a second receive of one message"
                 )
             skewed = skewed or skew
+        unmatched(recv_ev, latency, copies)
         chunks, ids = self.chunks, self.ids
         self.chunks, self.ids = [], []  # the rows are laid out: let them go
         del chunks

@@ -55,12 +55,14 @@ def place_events(p_of, lseq_of, code_of, ts_of, lam_of, plseq_of, ev_start, kind
 
 @njit(cache=True)
 def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src, dst,  # type: ignore[no-untyped-def]
-                 send_ev, recv_ev, take, origin, kept, at):  # fmt: skip
+                 send_ev, recv_ev, take, origin, kept, at, etime, latency):  # fmt: skip
     """Copies of send events (in row order within an event, sorted later) and orphans'
     messages (after the copies) from one chunk; `kept[i]` is the message named by the i-th
     row that names one (a copy's is fixed by `sort_copies`). at: kept, orphans, copies.
     cursor[e] is the next free slot of event e's copies (`copy_start` before the first
-    chunk, its next entry after the last: `unshift`)."""
+    chunk, its next entry after the last: `unshift`). latency[slot] holds the send's time
+    until `place_receives` subtracts it from the receive's (`unmatched` clears the rest):
+    the receive then reads no line of the sender's events."""
     for row in range(len(p_of)):
         code = code_of[row]
         if code == SEND:
@@ -71,6 +73,7 @@ def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src
             src[slot] = p
             dst[slot] = peer_of[row]
             send_ev[slot] = e
+            latency[slot] = etime[e]
             origin[slot] = at[0]
             at[0] += 1
         elif code == RECEIVE and plseq_of[row] < 0:
@@ -81,6 +84,7 @@ def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src
             src[m] = peer_of[row] if peer_of[row] >= 0 else EXTERNAL
             dst[m] = p
             recv_ev[m] = e
+            latency[m] = np.nan
             take[e] = m
             kept[at[0]] = m
             at[0] += 1
@@ -129,7 +133,8 @@ _BY_SENDER = 1024  # processes up to which `place_receives` takes a chunk's rows
 def place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start, dst,  # type: ignore[no-untyped-def]
                     recv_ev, take, etime, latency):  # fmt: skip
     """Each receive of a sent message finds its copy by the send's coordinates and sets its
-    latency (recv - send time, clamped at 0: `times` would read both times again at random).
+    latency (recv - send time, clamped at 0: `times` would read both times again at random;
+    the send's time is in latency[copy], put there by `place_sends`).
     Returns (True if one does not find it: a bad table, the send is not there or the
     message is received twice; True if a latency is negative, clock skew).
 
@@ -181,12 +186,20 @@ def place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_sta
         e = ev_start[p] + lseq_of[row] - 1
         recv_ev[found] = e
         take[e] = found
-        lat = etime[e] - etime[es]
+        lat = etime[e] - latency[found]
         if lat < 0:
             skewed = True
             lat = 0.0
         latency[found] = lat
     return False, skewed
+
+
+@njit(cache=True)
+def unmatched(recv_ev, latency, copies):  # type: ignore[no-untyped-def]
+    """NaN the latency (the send's time till now) of every copy no receive found."""
+    for m in range(copies):
+        if recv_ev[m] < 0:
+            latency[m] = np.nan
 
 
 @njit(cache=True)
