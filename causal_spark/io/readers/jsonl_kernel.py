@@ -433,10 +433,10 @@ def rows_of_piece(
 def line_ends(data: bytes, size: int) -> int:
     """Line ends whose last byte lies in data[:size] (`data` may hold one byte more, to
     see a `\\r\\n` across the split's end)."""
-    head = data[:size]
-    ends = head.count(b"\n")
-    if b"\r" in head:
-        ends += head.count(b"\r") - data.count(b"\r\n")
+    # counted in place: a copy of data[:size] (64 MB a split) cost as much as the counts
+    ends = data.count(b"\n", 0, size)
+    if data.find(b"\r", 0, size) >= 0:
+        ends += data.count(b"\r", 0, size) - data.count(b"\r\n")
     return ends
 
 
