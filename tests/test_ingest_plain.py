@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
@@ -61,6 +62,23 @@ def _raw_rows(n: int, seed: int) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+@pytest.mark.parametrize("pattern", [P._LONG, P._SIZE, P._DOUBLE])
+def test_number_forms_are_judged_as_their_regex_judges_them(pattern: str) -> None:
+    """`plain._matches` (digits by Arrow's string kernels, the rest by the regex) gives
+    the regex's verdict on every value: signs, dots, exponents, lengths at the limits."""
+    rng = random.Random(7)
+    edges = ["", "-", ".", "-.", "1.", ".5", "-1.5", "--1", "1-", "1..2", "1.2.3", "1e3",
+             "1E-3", "-1e+30", "1e1234", "0" * 18, "0" * 19, "0" * 20, "0" * 21,
+             "-" + "1" * 18, "-" + "1" * 19, "1" * 20 + "." + "2" * 20,
+             "1" * 20 + "." + "2" * 21, "1" * 21 + ".2", "٣", "1\n", " 1"]  # fmt: skip
+    alphabet = "0123456789-+.eE x\u00e9"
+    made = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24))) for _ in range(5000)]
+    values = pa.array([*LONGS, *DOUBLES, *edges, *made], pa.string())
+    for part in (values, values.slice(3, 2000)):
+        expected = pc.match_substring_regex(part, pattern).fill_null(False)
+        assert P._matches(part, pattern).tolist() == expected.to_pylist()
 
 
 @pytest.fixture(scope="module")

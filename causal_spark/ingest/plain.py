@@ -76,8 +76,39 @@ def _plain_number(values: pa.Array, pattern: str) -> pa.Array:
     if pa.types.is_string(values.type) or pa.types.is_null(values.type):
         if values.null_count == len(values):
             return pa.array(np.ones(len(values), dtype=bool))
-        return pc.fill_null(pc.match_substring_regex(values, pattern), True)
+        return pa.array(_matches(values, pattern) | values.is_null().to_numpy(zero_copy_only=False))
     return pa.array(np.ones(len(values), dtype=bool))
+
+
+_MOST = {_LONG: 18, _SIZE: 18, _DOUBLE: 20}  # digits a run may hold
+
+
+def _matches(values: pa.Array, pattern: str) -> np.ndarray:
+    """`pc.match_substring_regex(values, pattern)` of a string array, for `_LONG`, `_SIZE`
+    and `_DOUBLE` (null: False): a value of digits only (and, for `_DOUBLE`, one `.`
+    between digits) is judged by its length, by Arrow's string kernels (a regex per value
+    cost 2-4x these); only the others (a sign, an exponent, a bad value) take the regex."""
+    most = _MOST[pattern]
+    length = pc.binary_length(values).to_numpy(zero_copy_only=False)
+    if pattern == _DOUBLE:
+        bare = pc.replace_substring(values, ".", "", max_replacements=1)
+        digits = pc.fill_null(pc.ascii_is_decimal(bare), False).to_numpy(zero_copy_only=False)
+        point = pc.fill_null(pc.find_substring(values, "."), -1).to_numpy(zero_copy_only=False)
+        after = length - point - 1
+        good = np.where(
+            point < 0,
+            length <= most,
+            (point >= 1) & (point <= most) & (after >= 1) & (after <= most),
+        )
+    else:
+        digits = pc.fill_null(pc.ascii_is_decimal(values), False).to_numpy(zero_copy_only=False)
+        good = length <= most
+    matched: np.ndarray = digits & good
+    other = np.flatnonzero(~digits & values.is_valid().to_numpy(zero_copy_only=False))
+    if len(other):
+        found = pc.match_substring_regex(values.take(pa.array(other, pa.int64())), pattern)
+        matched[other] = pc.fill_null(found, False).to_numpy(zero_copy_only=False)
+    return matched
 
 
 def plain_rows(rows: pa.Table | pa.RecordBatch) -> np.ndarray:
@@ -118,8 +149,12 @@ def _message_codes() -> list[int]:
 def _as_double(values: pa.Array) -> pa.Array:
     if pa.types.is_string(values.type):
         # only plain numbers are parsed: others are null here (their rows are not plain)
-        plain = pc.fill_null(pc.match_substring_regex(values, _DOUBLE), False)
-        return pc.cast(pc.if_else(plain, values, pa.scalar(None, pa.string())), pa.float64())
+        if values.null_count == len(values):
+            return pa.nulls(len(values), pa.float64())
+        plain = _matches(values, _DOUBLE)
+        if np.count_nonzero(plain) < len(values) - values.null_count:
+            values = pc.if_else(pa.array(plain), values, pa.scalar(None, pa.string()))
+        return pc.cast(values, pa.float64())
     return pc.cast(values, pa.float64(), safe=False)
 
 
