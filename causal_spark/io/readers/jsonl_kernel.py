@@ -308,7 +308,12 @@ def _raw_of(piece: bytes, count: int) -> pa.Array | None:
 
 
 def _arrow_rows(
-    piece: bytes, count: int, numbers: np.ndarray, file_id: int, keep_text: bool
+    piece: bytes,
+    count: int,
+    numbers: np.ndarray,
+    file_id: int,
+    keep_text: bool,
+    newlines: np.ndarray | None = None,
 ) -> pa.RecordBatch | None:
     """The rows of a piece of `count` non-blank lines cut at `\\n`, by Arrow's JSON reader
     (one pass in C++), where its result is sure to be Spark's; else None (`parse_lines`).
@@ -327,7 +332,10 @@ def _arrow_rows(
             return None
     body = piece if piece.endswith(b"\n") else piece + b"\n"
     array = np.frombuffer(body, dtype=np.uint8)
-    ends = np.flatnonzero(array == 10)
+    if newlines is None:
+        ends = np.flatnonzero(array == 10)
+    else:  # the piece's `\n`s, found by the caller already
+        ends = newlines if body is piece else np.append(newlines, len(piece))
     if not count or len(ends) != count or len(body) >= 1 << 31:
         return None
     # a control character (a tab, in a string an error to Spark's from_json; a line of
@@ -403,9 +411,11 @@ def rows_of_piece(
         # lines cut at `\n` only: Arrow's reader first, without a Python list of the
         # lines; where it takes the piece, every line starts with `{`, so the piece is
         # blank-free and split_lines would count these lines (`_arrow_rows`' checks)
-        count = piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
+        # (the positions of the `\n`s, for `_arrow_rows`, cost as much as a count of them)
+        newlines = np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10)
+        count = len(newlines) + (0 if piece.endswith(b"\n") else 1)
         numbers = np.arange(first_line, first_line + count, dtype=np.int64)
-        fast = _arrow_rows(piece, count, numbers, file_id, keep_text)
+        fast = _arrow_rows(piece, count, numbers, file_id, keep_text, newlines)
         if fast is not None:
             return fast, count
         tried = True
