@@ -245,9 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _import_compilers() -> None:
     """Import what `_compile` compiles with (Numba, NumPy, pyarrow and the three packages'
     kernels: about a second), before the fork, so the children share it."""
-    import causal_spark.anomalies.warmup
-    import causal_spark.clocks.warmup
-    import causal_spark.replay.warmup
+    import importlib
+
+    for package in ("clocks", "anomalies", "replay"):
+        importlib.import_module(f"causal_spark.{package}.warmup")
 
 
 def _run(parts: Sequence[str], protocols: Sequence[str], small: bool = False) -> None:
