@@ -14,12 +14,18 @@ their own cache and compile on first use.
 The process reports each part on its stdout (`done clocks 4.2`, ...). If it
 fails, its traceback goes to the job's stderr and the stages no longer wait:
 they compile what they need themselves, as without a warm-up.
+
+The console script (`app/console.py`) starts the process before the command line's
+own imports (`prestart`, about 1.5 CPU-s on one core while the other is idle): it
+imports Numba and the compile modules meanwhile, then reads on its stdin the parts
+that `start_warm_up` asks for; a command that needs none closes its stdin.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -84,6 +90,62 @@ class WarmUp:
         self._reader.join(timeout=5)
 
 
+# the warm-up's argument that makes it import, then read its arguments on its stdin
+FROM_STDIN = "--from-stdin"
+_prestarted: subprocess.Popen[str] | None = None
+
+
+def _popen(arguments: Sequence[str], stdin: int | None = None) -> subprocess.Popen[str]:
+    # a group of its own, so that `close` ends the children it forks with it
+    return subprocess.Popen(
+        [sys.executable, "-m", "causal_spark.app.warmup", *arguments],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+    )
+
+
+def prestart() -> None:
+    """Start the warm-up process now, before it is known what it will compile: it imports
+    what it compiles with, then waits for `start_warm_up` (`discard_prestarted`: for
+    nothing)."""
+    global _prestarted
+    if _prestarted is None:
+        _prestarted = _popen([FROM_STDIN], stdin=subprocess.PIPE)
+
+
+def discard_prestarted() -> None:
+    """End a `prestart`ed process that no `start_warm_up` took."""
+    global _prestarted
+    process, _prestarted = _prestarted, None
+    if process is None:
+        return
+    with contextlib.suppress(ProcessLookupError):  # it ended in between
+        os.killpg(process.pid, signal.SIGTERM)
+    for stream in (process.stdin, process.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    process.wait()
+
+
+def _take_prestarted(arguments: Sequence[str]) -> subprocess.Popen[str] | None:
+    """The `prestart`ed process, told its `arguments` (None: there is none)."""
+    global _prestarted
+    process, _prestarted = _prestarted, None
+    if process is None:
+        return None
+    assert process.stdin is not None
+    # a process that died while importing: its stdout ends and nothing is waited for
+    with contextlib.suppress(OSError):
+        process.stdin.write(json.dumps(list(arguments)) + "\n")
+    with contextlib.suppress(OSError):
+        process.stdin.close()
+    return process
+
+
 def start_warm_up(
     stage_names: Sequence[str], protocols: Sequence[str], small: bool = False
 ) -> WarmUp | None:
@@ -96,15 +158,12 @@ def start_warm_up(
         parts.remove(REPLAY)
     if not parts:
         return None
-    command = [sys.executable, "-m", "causal_spark.app.warmup", "--parts", ",".join(parts)]
+    arguments = ["--parts", ",".join(parts)]
     if REPLAY in parts:
-        command += ["--protocols", ",".join(protocols)]
+        arguments += ["--protocols", ",".join(protocols)]
     if small:
-        command.append("--small")
-    # a group of its own, so that `close` ends the children it forks with it
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True
-    )
+        arguments.append("--small")
+    process = _take_prestarted(arguments) or _popen(arguments)
     return WarmUp(parts, process)
 
 
@@ -149,12 +208,20 @@ def _compile(part: str, protocols: Sequence[str], small: bool = False) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The warm-up process: compile each part in order, say `done <part> <seconds>` after
     each. The replay part (the largest: about 15 CPU-s for the first protocol, 2-10 for
-    each further one) starts at once, beside the others, in a forked child."""
+    each further one) starts at once, beside the others, in a forked child. `FROM_STDIN`
+    alone: import first, then read the arguments (a JSON list) on stdin; none: exit."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given == [FROM_STDIN]:
+        _import_compilers()
+        line = sys.stdin.readline()
+        if not line.strip():  # closed: the command needs nothing compiled
+            return 0
+        given = json.loads(line)
     parser = argparse.ArgumentParser(prog="python -m causal_spark.app.warmup")
     parser.add_argument("--parts", required=True)
     parser.add_argument("--protocols", default="")
     parser.add_argument("--small", action="store_true", help="no kernel of large inputs")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     parts = args.parts.split(",")
     protocols = [name for name in args.protocols.split(",") if name]
     early = [part for part in parts if part != REPLAY]
@@ -173,6 +240,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     _run([REPLAY], protocols)
     _, status = os.waitpid(child, 0)
     return 0 if os.waitstatus_to_exitcode(status) == 0 else 1
+
+
+def _import_compilers() -> None:
+    """Import what `_compile` compiles with (Numba, NumPy, pyarrow and the three packages'
+    kernels: about a second), before the fork, so the children share it."""
+    import importlib
+
+    for package in ("clocks", "anomalies", "replay"):
+        importlib.import_module(f"causal_spark.{package}.warmup")
 
 
 def _run(parts: Sequence[str], protocols: Sequence[str], small: bool = False) -> None:

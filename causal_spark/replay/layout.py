@@ -404,8 +404,12 @@ def _validity(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
         return _NO_NULLS, 0
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    bits = column.buffers()[0]
-    return np.frombuffer(bits, np.uint8), column.offset
+    bits = np.frombuffer(column.buffers()[0], np.uint8)
+    # read-only whatever the buffer: Arrow's are mutable when built in this process (the
+    # warm-up's trace) and read-only when read from Spark's stream (the grouped UDF's), and
+    # each would compile its own `take_batch`, the job's in a worker after the warm-up
+    bits.setflags(write=False)
+    return bits, column.offset
 
 
 def _floats(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
