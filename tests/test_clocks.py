@@ -7,7 +7,7 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -1015,25 +1015,17 @@ def _padded_cycle(trace_id: str, pad: int) -> Trace:
     return trace
 
 
-class InPlaceInput(NamedTuple):
-    events: DataFrame
-    messages: DataFrame
-    sizes: list[tuple[str, int]]  # (trace_id, events) of each unit (trace, component)
-    cogrouped: DataFrame  # the per-trace engine's rows without a writer, checkpointed
-
-
 @pytest.fixture(scope="module")
 def in_place_input(
     spark: SparkSession,
     samples: tuple[DataFrame, DataFrame],
     random_set: tuple[list[Trace], DataFrame, DataFrame],
-) -> Callable[[bool], InPlaceInput]:
+) -> Callable[[bool], tuple[DataFrame, DataFrame, DataFrame]]:
     """The random traces and a padded cycle (mixed: and the samples), in 7 partitions, with
-    the events of each unit and the cogrouped rows (each unit in one group); built once per
-    `mixed` for the cases that share it."""
-    memo: dict[bool, InPlaceInput] = {}
+    the events of each unit; built once per `mixed` for the cases that share it."""
+    memo: dict[bool, tuple[DataFrame, DataFrame, DataFrame]] = {}
 
-    def build(mixed: bool) -> InPlaceInput:
+    def build(mixed: bool) -> tuple[DataFrame, DataFrame, DataFrame]:
         if mixed not in memo:
             _, events, messages = random_set
             cycle_events, cycle_messages = frames(spark, [_padded_cycle("cycle", 10)])
@@ -1043,12 +1035,9 @@ def in_place_input(
                 events = events.unionByName(samples[0])
                 messages = messages.unionByName(samples[1])
             events = events.repartition(7).localCheckpoint()
-            cogrouped = with_clocks(events, messages, ENGINES["per_trace"])
-            sizes = cogrouped.plan.groupBy("trace_id", "component").agg(
-                F.sum("proc_events").alias("n")
-            )
-            units = [(r.trace_id, int(r.n)) for r in sizes.collect()]
-            memo[mixed] = InPlaceInput(events, messages, units, cogrouped.events.localCheckpoint())
+            plan = with_clocks(events, messages, ENGINES["per_trace"]).plan
+            sizes = plan.groupBy("trace_id", "component").agg(F.sum("proc_events").alias("n"))
+            memo[mixed] = (events, messages, sizes.localCheckpoint())
         return memo[mixed]
 
     return build
@@ -1062,7 +1051,7 @@ def in_place_input(
 )
 def test_units_clocked_in_place_give_the_cogrouped_rows(
     spark: SparkSession,
-    in_place_input: Callable[[bool], InPlaceInput],
+    in_place_input: Callable[[bool], tuple[DataFrame, DataFrame, DataFrame]],
     tmp_path: Path,
     mixed: bool,
     parts: int,
@@ -1071,30 +1060,29 @@ def test_units_clocked_in_place_give_the_cogrouped_rows(
     read (`_in_place_pass`: links staged under the scratch folder, no shuffle of the
     events, the units' output parts or the default parallelism in tasks); the smaller
     ones still go through the cogroup. The files hold exactly the rows of the cogrouped
-    events (the same input's, computed once for the cases), those of an INVALID (cyclic)
-    unit clocked in place too."""
-    events, messages, sizes, cogrouped = in_place_input(mixed)
-    smallest = min(n for _, n in sizes)
+    events, those of an INVALID (cyclic) unit clocked in place too."""
+    events, messages, sizes = in_place_input(mixed)
+    smallest = sizes.agg(F.min("n")).first()[0]
     slab_events = 7 if mixed else smallest - 1  # all units in place unless mixed
     settings = ClockSettings(engine="per_trace", slab_events=slab_events, output_parts=parts)
     result = with_clocks(events, messages, settings)
     writer = FileWriter("events", str(tmp_path / "out"), scratch=str(tmp_path / "scratch"))
     written = result.run_and_write(writer)
     assert list((tmp_path / "scratch").glob("clock-links-*/batch=*/part-*.parquet"))
-    big = [(trace_id, n) for trace_id, n in sizes if n > slab_events]
-    assert sum(trace_id == "cycle" for trace_id, _ in big) == 1  # the cycle is in place
+    big = sizes.where(F.col("n") > slab_events)
+    assert big.where(F.col("trace_id") == "cycle").count() == 1  # the cycle is in place
     if mixed:
-        assert 0 < len(big) < len(sizes)
+        assert 0 < big.count() < sizes.count()
     else:
-        assert len(big) == len(sizes)  # only in-place units: one coalesced mapInArrow
-        wanted = sum(min(-(-n // slab_events), parts) for _, n in big)
-        tasks = max(wanted, spark.sparkContext.defaultParallelism)
+        assert big.count() == sizes.count()  # only in-place units: one coalesced mapInArrow
+        wanted = big.agg(F.sum(F.least(F.ceil(F.col("n") / slab_events), F.lit(parts)))).first()
+        tasks = max(wanted[0], spark.sparkContext.defaultParallelism)
         assert written.rdd.getNumPartitions() == min(7, tasks)
     files = [row["path"] for row in written.collect()]
     assert sum(pq.read_metadata(f).num_rows for f in files) == events.count()
     got = spark.read.schema(tables.table_schema("events")).parquet(*files)
     assert got.where((F.col("trace_id") == "cycle") & F.col("vc").isNull()).count() == 24
-    assert_df_equality(got, cogrouped, ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(got, result.events, ignore_row_order=True, ignore_nullable=True)
 
 
 @pytest.mark.parametrize("seed", [0, 1], ids=["seed-0", "seed-1"])
