@@ -523,12 +523,23 @@ def random_set(spark: SparkSession) -> tuple[list[Trace], DataFrame, DataFrame]:
     return traces, events.localCheckpoint(), messages.localCheckpoint()
 
 
+@pytest.fixture(scope="module")
+def random_detected(random_set: tuple[list[Trace], DataFrame, DataFrame]) -> dict[str, DataFrame]:
+    """The random traces through `detect` once, at the session's partitioning: the tables
+    both tests below read (against brute force; against a run partitioned otherwise), all
+    checkpointed, so that they are computed at this partitioning once."""
+    _, events, messages = random_set
+    found = detect(events, messages)
+    return {name: frame.localCheckpoint() for name, frame in found.items()}
+
+
 @pytest.mark.slow
 def test_random_traces_match_brute_force_through_spark(
     random_set: tuple[list[Trace], DataFrame, DataFrame],
+    random_detected: dict[str, DataFrame],
 ) -> None:
-    traces, events, messages = random_set
-    found = detect(events, messages)
+    traces = random_set[0]
+    found = random_detected
     violations = found["violations"].collect()
     members = found["members"].collect()
     summary = {r["trace_id"]: r for r in found["summary"].collect()}
@@ -580,10 +591,12 @@ def test_random_traces_match_brute_force_through_spark(
 
 @pytest.mark.slow
 def test_tables_do_not_depend_on_partitioning(
-    spark: SparkSession, random_set: tuple[list[Trace], DataFrame, DataFrame]
+    spark: SparkSession,
+    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    random_detected: dict[str, DataFrame],
 ) -> None:
     _, events, messages = random_set
-    first = detect(events, messages)
+    first = random_detected
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "7")
     try:

@@ -179,11 +179,12 @@ def clocked(events: DataFrame, messages: DataFrame) -> tuple[DataFrame, DataFram
     return events_out, delivered_messages(messages, status)
 
 
-def both(
-    events: DataFrame, delivered: DataFrame, slab_events: int, budget: int = 10**9
-) -> tuple[Any, Any]:
-    per_trace = find_crowns(delivered, budget, settings=DetectSettings(crown_engine="per_trace"))
-    distributed = find_crowns(
+def per_trace_crowns(delivered: DataFrame, budget: int = 10**9) -> Any:
+    return find_crowns(delivered, budget, settings=DetectSettings(crown_engine="per_trace"))
+
+
+def slab_crowns(events: DataFrame, delivered: DataFrame, slab_events: int, budget: int) -> Any:
+    return find_crowns(
         delivered,
         budget,
         events=events,
@@ -191,7 +192,12 @@ def both(
             crown_engine="distributed", slab_events=slab_events, crown_graph_backend="slabs"
         ),
     )
-    return per_trace, distributed
+
+
+def both(
+    events: DataFrame, delivered: DataFrame, slab_events: int, budget: int = 10**9
+) -> tuple[Any, Any]:
+    return per_trace_crowns(delivered, budget), slab_crowns(events, delivered, slab_events, budget)
 
 
 def assert_same_components(per_trace: Any, distributed: Any) -> None:
@@ -228,13 +234,20 @@ def random_set(spark: SparkSession) -> tuple[list[Trace], DataFrame, DataFrame]:
     return traces, clocked_events, delivered
 
 
+@pytest.fixture(scope="module")
+def random_per_trace(random_set: tuple[list[Trace], DataFrame, DataFrame]) -> Any:
+    """The per-trace method's tables of the random traces (checkpointed), once for every
+    comparison with another method below."""
+    return per_trace_crowns(random_set[2])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("slab_events", [6, 25, 10**6], ids=["tiny-slabs", "slabs", "one-slab"])
 def test_random_traces_same_tables_both_methods(
-    random_set: tuple[list[Trace], DataFrame, DataFrame], slab_events: int
+    random_set: tuple[list[Trace], DataFrame, DataFrame], random_per_trace: Any, slab_events: int
 ) -> None:
     traces, events, delivered = random_set
-    per_trace, distributed = both(events, delivered, slab_events)
+    per_trace, distributed = random_per_trace, slab_crowns(events, delivered, slab_events, 10**9)
     assert distributed.engine == "slabs"
     assert_same_components(per_trace, distributed)
     assert invalid_crowns(distributed.crowns, events, delivered).count() == 0
@@ -270,7 +283,7 @@ def test_worked_traces_same_tables_both_methods(
 
 @pytest.mark.slow
 def test_auto_sends_only_large_traces_to_the_distributed_method(
-    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    random_set: tuple[list[Trace], DataFrame, DataFrame], random_per_trace: Any
 ) -> None:
     traces, events, delivered = random_set
     sizes = {t.trace_id: len(t.delivered()) for t in traces}
@@ -278,8 +291,7 @@ def test_auto_sends_only_large_traces_to_the_distributed_method(
     auto = DetectSettings(per_trace_max_messages=cut, slab_events=20, crown_graph_backend="slabs")
     mixed = find_crowns(delivered, 10**9, events=events, settings=auto)
     assert mixed.engine == "per_trace+slabs"
-    per_trace = find_crowns(delivered, 10**9)
-    assert_same_components(per_trace, mixed)
+    assert_same_components(random_per_trace, mixed)
     with pytest.raises(MissingClocksError):
         find_crowns(delivered, 10**9, settings=auto)
     everything = DetectSettings(per_trace_max_messages=10**9)
@@ -329,11 +341,18 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
     """A chain 10x longer (10x more slabs, the one component crossing all of them) costs the
     same number of Spark jobs; the component is found whole, with a shortest witness."""
     jobs = {}
-    prepared = {}
-    # 100 and 1 000 hops in slabs of 50 events: the 10x longer chain crosses 10x more slabs
-    for hops in (10, 100, 1000):
-        events, messages = frames(spark, [crown_chain(f"c{hops}", hops)])
-        prepared[hops] = clocked(events, messages)
+    # 100 and 1 000 hops in slabs of 50 events: the 10x longer chain crosses 10x more slabs;
+    # the three chains are clocked in one run, and each is solved alone
+    every = (10, 100, 1000)
+    events, messages = frames(spark, [crown_chain(f"c{hops}", hops) for hops in every])
+    clocked_events, delivered = clocked(events, messages)
+    prepared = {
+        hops: (
+            clocked_events.where(F.col("trace_id") == f"c{hops}"),
+            delivered.where(F.col("trace_id") == f"c{hops}"),
+        )
+        for hops in every
+    }
     settings_ = DetectSettings(crown_engine="distributed", slab_events=50,
                                crown_graph_backend="slabs")  # fmt: skip
 
@@ -361,7 +380,7 @@ def test_distributed_rounds_do_not_grow_with_the_causal_chain(spark: SparkSessio
 
 
 def test_graphframes_strong_components_match_the_slabs(
-    random_set: tuple[list[Trace], DataFrame, DataFrame],
+    random_set: tuple[list[Trace], DataFrame, DataFrame], random_per_trace: Any
 ) -> None:
     _, events, delivered = random_set
     if not graphframes_available(delivered):
@@ -369,13 +388,12 @@ def test_graphframes_strong_components_match_the_slabs(
             "GraphFrames JVM package is not on the classpath (Maven is unreachable here): "
             "its stronglyConnectedComponents adapter cannot run"
         )
-    per_trace = find_crowns(delivered, 10**9)
     graphframes = find_crowns(
         delivered, 10**9, events=events,
         settings=DetectSettings(crown_engine="distributed", crown_graph_backend="graphframes"),
     )  # fmt: skip
     assert graphframes.engine == "graphframes"
-    assert_same_components(per_trace, graphframes)
+    assert_same_components(random_per_trace, graphframes)
 
 
 def test_forcing_graphframes_crowns_without_its_jar_is_a_clear_error(
