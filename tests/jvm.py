@@ -22,6 +22,13 @@ ingest data-samples` spent 95 CPU-seconds with the defaults. Every driver of the
   test_clocks.py's engine comparisons, `-n 0`, three runs side by side in cgroups
   (bench/README.md, suite19f): 137 -> 129 CPU-s (median) with the code cache, 129 -> 123
   and 103 -> 100 with the serial collector on top; a cold ingest unchanged (20-21 CPU-s);
+- one Python worker daemon per driver: PySpark starts one for `createDataFrame` from a
+  Python list (an RDD job) and one for SQL's Python tasks (`mapInArrow`), whose workers
+  get `SPARK_SIMPLIFIED_TRACEBACK`, a different environment; without simplified tracebacks
+  (a Python error's traceback then keeps PySpark's own frames) one daemon serves both. A
+  short job's daemon (`app/daemon.py`) imports NumPy, pandas, pyarrow, Numba and the
+  task-side modules before it forks: 2.3-2.6 CPU-s each, of a cold `causal-spark ingest
+  data-samples` of ~20 CPU-s (one process tree counted per process, 2026-12-03);
 - a class-data-sharing archive (JDK's AppCDS) of the classes a small audit loads, written
   once per machine and install by `class_archive` and mapped by every JVM after: 45 -> 36
   CPU-s and 34 -> 27 s per cold ingest. A JVM that cannot use it (another classpath, a
@@ -43,9 +50,12 @@ import time
 from pathlib import Path
 
 NO_CODEGEN = "-Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
+# one Python daemon per driver, not two: Spark keys its daemons by the workers' environment,
+# and SQL's Python tasks add SPARK_SIMPLIFIED_TRACEBACK to it (RDD ones do not)
+ONE_DAEMON = "-Dspark.sql.execution.pyspark.udf.simplifiedTraceback.enabled=false"
 # the code cache's size is only reserved address space; what is used is committed as it grows
 CODE_CACHE = "-XX:ReservedCodeCacheSize=240m"
-SHORT_LIVED = f"-XX:TieredStopAtLevel=1 {CODE_CACHE} -XX:+UseSerialGC {NO_CODEGEN}"
+SHORT_LIVED = f"-XX:TieredStopAtLevel=1 {CODE_CACHE} -XX:+UseSerialGC {NO_CODEGEN} {ONE_DAEMON}"
 
 # the training run: a small audit in a fresh driver, whose JVM then exits normally (end of
 # its standard input, as when a PySpark driver ends) so that it writes the archive

@@ -302,7 +302,11 @@ def test_a_terminal_gets_a_task_bar(spark: SparkSession) -> None:
         progress = Progress(stream=terminal)
         progress.spark = spark
         progress.started("count")
-        spark.range(0, 2_000_000, numPartitions=8).selectExpr("sum(id % 7)").collect()
+        # 8 tasks of 0.6 s each on 2 cores: the stage is active over several polls
+        # (POLL_SECONDS) while its tasks sleep, not compute (no rows to speak of)
+        spark.range(0, 8, numPartitions=8).selectExpr(
+            "reflect('java.lang.Thread', 'sleep', cast(600 as bigint))"
+        ).collect()
         time.sleep(1.5)
         progress.ended("count", {}, 1.0)
     shown = b""
