@@ -17,26 +17,27 @@ from causal_spark.app.console import _command
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _console(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`causal-spark args...` through the console script's `main`, stdout a pipe."""
+# `causal-spark` through the console script's `main`, and the same command through
+# `python -m causal_spark.app.cli` (the interpreter's own exit)
+CONSOLE = ("-c", "from causal_spark.app.console import main; main()")
+MODULE = ("-m", "causal_spark.app.cli")
+
+
+def _run(
+    entry: tuple[str, ...], *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`args` through `entry` (CONSOLE or MODULE), stdout a pipe."""
     return subprocess.run(
-        [sys.executable, "-c", "from causal_spark.app.console import main; main()", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        [sys.executable, *entry, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
+
+
+def _console(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return _run(CONSOLE, *args, timeout=timeout)
 
 
 def _module(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """The same command through `python -m causal_spark.app.cli` (the interpreter's exit)."""
-    return subprocess.run(
-        [sys.executable, "-m", "causal_spark.app.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return _run(MODULE, *args, timeout=timeout)
 
 
 def test_the_sub_command_is_the_first_word_that_is_not_an_option() -> None:
