@@ -9,10 +9,13 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from chispa import assert_df_equality
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -22,6 +25,7 @@ from causal_spark.ingest import ingest, type_rows
 from causal_spark.ingest import plain as P
 from causal_spark.ingest import rows_kernel as R
 from causal_spark.io.raw import RAW_SCHEMA, TaskRows
+from causal_spark.io.readers import jsonl_kernel as JK
 from causal_spark.io.sources import discover_inputs, only_files, read_raw, read_raw_rows
 from tests.helpers import ingest_targets, spark_jobs
 
@@ -79,6 +83,79 @@ def test_number_forms_are_judged_as_their_regex_judges_them(pattern: str) -> Non
     for part in (values, values.slice(3, 2000)):
         expected = pc.match_substring_regex(part, pattern).fill_null(False)
         assert P._matches(part, pattern).tolist() == expected.to_pylist()
+
+
+# numbers as JSON gives them: at and across ingest's 18 digits and Arrow's 64 bits
+_INTEGERS = [0, 1, -1, 7, 10**18 - 1, 10**18, -(10**18) + 1, -(10**18), 2**63 - 1, -(2**63),
+             2**63, 2**64, 123456789012345678]  # fmt: skip
+_number = st.one_of(
+    st.sampled_from(_INTEGERS),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0.5, -2.25, 1e-300, 1.7e9 + 0.5, 1e22, 123456789.125, -0.0]),
+)
+
+
+def _piece(numbers: list[tuple[Any, Any, Any]]) -> bytes:
+    lines = []
+    for i, (seq, ts, size) in enumerate(numbers):
+        row = {"process": "p", "seq": seq, "kind": "send", "msg_id": f"m{i}", "ts": ts}
+        lines.append(json.dumps({**row, "size_bytes": size}).encode() + b"\n")
+    return b"".join(lines)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_number, _number, _number), min_size=1, max_size=6), st.booleans())
+def test_numbers_arrow_typed_are_judged_as_their_text(
+    numbers: list[tuple[Any, Any, Any]], same: bool
+) -> None:
+    """The JSON Lines reader's numbers kept as Arrow read them (`rows_of_piece(...,
+    typed=True)`): the same rows plain as from their text, typed to the same values, and
+    the text given back by `untyped`."""
+    if same:  # every line's numbers of one kind, as Arrow reads a column of one type
+        numbers = [numbers[0]] * len(numbers)
+    piece = _piece(numbers)
+    text, _ = JK.rows_of_piece(piece, 1, 0)
+    typed, _ = JK.rows_of_piece(piece, 1, 0, typed=True)
+    assert text is not None and typed is not None
+    assert JK.untyped(typed).equals(text)
+    ok = P.plain_rows(text)
+    assert P.plain_rows(typed).tolist() == ok.tolist()
+    mask = pa.array(ok)
+    assert P.typed_rows(typed.filter(mask), ["t"]).equals(P.typed_rows(text.filter(mask), ["t"]))
+
+
+def test_plain_numbers_are_kept_typed() -> None:
+    """Where Arrow reads a plain number the reader keeps it typed (the test above would
+    pass if it never did); outside the 18 digits ingest's pattern takes, as text."""
+    typed, _ = JK.rows_of_piece(_piece([(1, 0.5, 3), (-(10**18) + 1, 2.25, 10**18 - 1)]), 1, 0,
+                                typed=True)  # fmt: skip
+    assert typed is not None
+    assert [typed.schema.field(n).type for n in (C.SEQ, C.TS, C.SIZE_BYTES)] == [
+        pa.int64(), pa.float64(), pa.int64()]  # fmt: skip
+    for seq, size in [(10**18, 1), (-(10**18), 1), (1, -1), (1, 10**18)]:
+        typed, _ = JK.rows_of_piece(_piece([(seq, 0.5, size)]), 1, 0, typed=True)
+        assert typed is not None
+        kept = pa.int64() if abs(seq) < 10**18 else pa.string()
+        assert typed.schema.field(C.SEQ).type == kept
+        kept = pa.int64() if 0 <= size < 10**18 else pa.string()
+        assert typed.schema.field(C.SIZE_BYTES).type == kept
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=50))
+def test_a_double_that_is_no_integer_has_plain_text(values: list[float]) -> None:
+    """A finite double that is no integer (one Arrow reads, the reader keeps typed):
+    ingest's pattern takes its Jackson text, which parses back to the same double."""
+    values = [v for v in values if not float(v).is_integer()] or [0.5]
+    doubles = pa.array(values, pa.float64())
+    text = JK._doubles(doubles)
+    assert P._matches(text, P._DOUBLE).all(), text
+    assert pc.cast(text, pa.float64()).equals(doubles)
+    edges = [5e-324, -5e-324, 1.7976931348623157e308 / 3, 0.001 + 1e-18, 0.0009999999999999998,
+             9999999.999999998, 10000000.000000002, 123456.78901234567]  # fmt: skip
+    assert P._matches(JK._doubles(pa.array(edges)), P._DOUBLE).all()
+    assert np.array_equal(pc.cast(JK._doubles(pa.array(edges)), pa.float64()).to_numpy(), edges)
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ from causal_spark import columns as C
 from causal_spark.ingest import kernel as K
 from causal_spark.ingest import plain as P
 from causal_spark.ingest import rows_kernel as R
-from causal_spark.io.raw import TaskSource
+from causal_spark.io.raw import TaskSource, typed_rows
 from causal_spark.sinks import FileWriter
 
 ROLE = "role"
@@ -299,7 +299,10 @@ def made_and_split(
             held: list[pa.Table] = []
             unplain: list[pa.RecordBatch] = []
             count = 0
-            for batch in source.rows(index):
+            # numbers typed by the reader where it can (fewer string round trips);
+            # the rows left to `typed.type_rows` get the source's strings back
+            batches, untyped = typed_rows(source, index)
+            for batch in batches:
                 plain = P.plain_rows(batch)
                 if plain.all():
                     held.append(P.typed_rows(batch, default_traces))
@@ -307,7 +310,7 @@ def made_and_split(
                     mask = pa.array(plain)
                     if plain.any():
                         held.append(P.typed_rows(batch.filter(mask), default_traces))
-                    rest = batch.filter(pc.invert(mask))
+                    rest = untyped(batch.filter(pc.invert(mask)))
                     if aside is not None:
                         unplain.append(rest)
                     else:

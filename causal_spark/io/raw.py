@@ -110,6 +110,22 @@ class TaskSource(Protocol):
     def rows(self, index: int) -> Iterator[pa.RecordBatch]: ...
 
 
+def typed_rows(
+    source: TaskSource, index: int
+) -> tuple[Iterator[pa.RecordBatch], Callable[[pa.RecordBatch], pa.RecordBatch]]:
+    """Task `index`'s rows with a `TYPED_FIELDS` field typed wherever the source can give it
+    so batch by batch (its `typed_rows`, whose batches may differ in their types; else
+    `rows`), and how to give one of those batches `source.schema` again (its `untyped`)."""
+    typed = getattr(source, "typed_rows", None)
+    if typed is None:
+        return source.rows(index), _same
+    return typed(index), source.untyped  # type: ignore[attr-defined]
+
+
+def _same(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return batch
+
+
 @dataclass(frozen=True)
 class TaskRows:
     """How Python tasks make a read's raw rows: its `sources`, and the `rest` (parts only

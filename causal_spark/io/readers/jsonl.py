@@ -57,6 +57,16 @@ class Splits:
         file_id, path, start, end, line = self.splits[index]
         return K.read_split(path, file_id, start, end, line, keep_text=self.text)
 
+    def typed_rows(self, index: int) -> Iterator[pa.RecordBatch]:
+        """`rows`, with numbers as Arrow read them where ingest's verdict on them stays
+        (`jsonl_kernel._arrow_rows`)."""
+        file_id, path, start, end, line = self.splits[index]
+        return K.read_split(path, file_id, start, end, line, keep_text=self.text, typed=True)
+
+    def untyped(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A batch of `typed_rows` in `schema`: its numbers as `rows` gives them."""
+        return K.untyped(batch)
+
 
 def _line_ends(spark: SparkSession, work: Sequence[tuple[int, str, int, int]]) -> dict[int, int]:
     """`count_line_ends` of each (split, path, start, end), a task each: a `mapInArrow`

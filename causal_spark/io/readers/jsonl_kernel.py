@@ -314,6 +314,7 @@ def _arrow_rows(
     file_id: int,
     keep_text: bool,
     newlines: np.ndarray | None = None,
+    typed: bool = False,
 ) -> pa.RecordBatch | None:
     """The rows of a piece of `count` non-blank lines cut at `\\n`, by Arrow's JSON reader
     (one pass in C++), where its result is sure to be Spark's; else None (`parse_lines`).
@@ -322,7 +323,10 @@ def _arrow_rows(
     UTF-8; no line over LONG_LINE;
     Arrow reads one object a line (a name twice, a line that is no object, a field of two
     kinds fail it); each input field a string, an integer or a double that is no integer
-    (an integral double may have been `1e3` or `2.0`, whose text is not the double's)."""
+    (an integral double may have been `1e3` or `2.0`, whose text is not the double's).
+
+    typed: `seq`, `size_bytes` and `ts` as Arrow read them where that is sure to keep
+    ingest's verdict (`_typed`); `untyped` gives the batch its strings back."""
     if b"\r" in piece or b"\\" in piece:
         return None
     if not piece.isascii():
@@ -370,13 +374,13 @@ def _arrow_rows(
         elif column.type == pa.null():
             columns.append(pa.nulls(count, pa.string()))
         elif column.type == pa.int64():
-            columns.append(column.cast(pa.string()))
+            columns.append(column if typed and _typed(name, column) else column.cast(pa.string()))
         elif column.type == pa.float64():
             if pc.any(pc.equal(pc.floor(column), column)).as_py():
                 return None
             if pc.any(pc.invert(pc.is_finite(column))).as_py():
                 return None  # NaN or Infinity: Arrow reads them, Spark's JSON does not
-            columns.append(_doubles(column))
+            columns.append(column if typed and name == C.TS else _doubles(column))
         else:
             return None
     if keep_text:
@@ -397,15 +401,59 @@ def _arrow_rows(
             *columns,
             pa.nulls(count, pa.string()),
         ],
-        schema=SCHEMA,
+        schema=_schema_of(columns) if typed else SCHEMA,
     )
 
 
+# --- numbers kept as Arrow read them ------------------------------------------------
+
+# the fields ingest types (`io.raw.TYPED_FIELDS`), and for an integer the bounds within
+# which ingest's pattern takes its text as plain (`ingest.plain`: at most 18 digits;
+# a size has no sign): outside them the text goes on as a string
+_TYPED_INTEGERS = {C.SEQ: (-(10**18) + 1, 10**18 - 1), C.SIZE_BYTES: (0, 10**18 - 1), C.TS: None}
+
+
+def _typed(name: str, column: pa.Array) -> bool:
+    """Whether an integer column of field `name` may stay an integer: a field ingest
+    types, whose every value's text ingest's pattern would judge plain. (A double of
+    `ts`, finite and no integer here, is plain as Jackson's text of it always is: `-?`
+    digits `.` digits, or with `E` and an exponent; tests hold the two to each other.)"""
+    if name not in _TYPED_INTEGERS:
+        return False
+    bounds = _TYPED_INTEGERS[name]
+    if bounds is None or column.null_count == len(column):
+        return True
+    least, most = pc.min_max(column).values()
+    return bool(bounds[0] <= least.as_py() and most.as_py() <= bounds[1])
+
+
+def _schema_of(columns: Sequence[pa.Array]) -> pa.Schema:
+    typed = {n: c.type for n, c in zip(INPUT_FIELDS, columns, strict=True)}
+    return pa.schema([pa.field(f.name, typed.get(f.name, f.type), f.nullable) for f in SCHEMA])
+
+
+def untyped(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch `rows_of_piece(..., typed=True)` made, in `SCHEMA`: each number as the
+    string it reads without `typed` (an integer's digits; a double's Jackson text)."""
+    if batch.schema == SCHEMA:
+        return batch
+    columns = []
+    for field in SCHEMA:
+        column = batch.column(field.name)
+        if column.type == pa.float64():
+            column = _doubles(column)
+        elif column.type != field.type:
+            column = column.cast(field.type)
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+
+
 def rows_of_piece(
-    piece: bytes, first_line: int, file_id: int, keep_text: bool = True
+    piece: bytes, first_line: int, file_id: int, keep_text: bool = True, typed: bool = False
 ) -> tuple[pa.RecordBatch | None, int]:
     """The raw rows of the whole lines `piece` holds, the first numbered `first_line`
-    (None: only blank lines), and how many lines it holds."""
+    (None: only blank lines), and how many lines it holds. typed: numbers may be given
+    as Arrow read them (`_arrow_rows`)."""
     tried = False
     if piece and b"\r" not in piece:
         # lines cut at `\n` only: Arrow's reader first, without a Python list of the
@@ -415,7 +463,7 @@ def rows_of_piece(
         newlines = np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10)
         count = len(newlines) + (0 if piece.endswith(b"\n") else 1)
         numbers = np.arange(first_line, first_line + count, dtype=np.int64)
-        fast = _arrow_rows(piece, count, numbers, file_id, keep_text, newlines)
+        fast = _arrow_rows(piece, count, numbers, file_id, keep_text, newlines, typed)
         if fast is not None:
             return fast, count
         tried = True
@@ -430,7 +478,9 @@ def rows_of_piece(
         numbers = numbers[keep]
         piece_text = None
     else:
-        fast = None if tried else _arrow_rows(piece, count, numbers, file_id, keep_text)
+        fast = (
+            None if tried else _arrow_rows(piece, count, numbers, file_id, keep_text, typed=typed)
+        )
         if fast is not None:
             return fast, count
         if keep_text:
@@ -590,9 +640,11 @@ def read_split(
     first_line: int,
     piece_bytes: int = PIECE_BYTES,
     keep_text: bool = True,
+    typed: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Raw rows of the lines that start in [start, end) of a file (end None: a `.gz` file,
-    read whole); `first_line`: 1 + the line ends before `start`."""
+    read whole); `first_line`: 1 + the line ends before `start`. typed: numbers may be
+    given as Arrow read them (`rows_of_piece`; `untyped` gives `SCHEMA` back)."""
     opener: Callable[..., IO[bytes]] = gzip.open if end is None else open  # type: ignore[assignment]
     with opener(path, "rb") as fh:
         if end is None or start == 0:
@@ -611,7 +663,7 @@ def read_split(
         if budget is not None and budget <= 0:
             return
         for piece in _pieces(fh, budget, piece_bytes):
-            batch, count = rows_of_piece(piece, line, file_id, keep_text)
+            batch, count = rows_of_piece(piece, line, file_id, keep_text, typed)
             line += count
             if batch is not None:
                 yield batch
