@@ -48,6 +48,9 @@ from causal_spark.replay.model import (
     TraceShapeError,
 )
 from causal_spark.replay.placing import (
+    bucket_medians,
+    bucket_receives,
+    count_receives,
     max_at,
     medians,
     place_events,
@@ -323,18 +326,42 @@ class LayoutBuilder:
         if sort_copies(copy_start, dst, origin, kept):
             raise self._first_error(names)
         del origin
-        skewed = False
-        for c in self.chunks:
-            error, skew = place_receives(
-                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, dst, recv_ev,
-                take, etime, latency,
+        # the receives bucketed by sender (by channel when `medians` would bucket the
+        # channels: their latencies then are its buckets) and matched bucket by bucket
+        width = max(n, 1)
+        by_channel = width * width <= max(1 << 16, 2 * size)  # as `medians`
+        key = width if by_channel else 1
+        bucket = np.zeros(width * key + 1, np.int64)
+        bad = any(count_receives(c.p, c.kind, c.peer, c.plseq, n, key, bucket)
+                  for c in self.chunks)  # fmt: skip
+        np.cumsum(bucket, out=bucket)
+        fill = bucket[:-1].copy()
+        received = int(bucket[-1])
+        send_of = np.empty(received, np.int32)
+        event_of = np.empty(received, np.int32)
+        process_of = np.empty(received, np.int32)
+        before = False
+        for c in self.chunks if not bad else ():
+            bad, low = bucket_receives(
+                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, key, fill, send_of,
+                event_of, process_of,
             )  # fmt: skip
-            if error:
-                raise TraceShapeError(
-                    f"trace {self.trace_id}: a receive names a send copy that is not in the "
-                    "trace, or a second receive of one message"
-                )
-            skewed = skewed or skew
+            before = before or low
+            if bad:
+                break
+        del fill
+        values = np.empty(received if by_channel and not bad else 0)
+        if not bad:
+            bad, skewed, odd = place_receives(
+                send_of, event_of, process_of, copy_start, dst, recv_ev, take, etime,
+                latency, values,
+            )  # fmt: skip
+        if bad:
+            raise TraceShapeError(
+                f"trace {self.trace_id}: a receive names a send copy that is not in the "
+                "trace, or a second receive of one message"
+            )
+        del send_of, event_of, process_of
         unmatched(recv_ev, latency, copies)
         chunks, ids = self.chunks, self.ids
         self.chunks, self.ids = [], []  # the rows are laid out: let them go
@@ -343,7 +370,12 @@ class LayoutBuilder:
         start = float(etime.min()) if events else 0.0
         end = float(etime.max()) if events else 0.0
         skewed = times(ev_start, etime) or skewed
-        ch_keys, ch_lat, trace_lat = medians(n, src, dst, latency, send_ev, recv_ev)
+        if len(values) and not (odd or before):  # the channels' buckets, filled
+            ch_keys, ch_lat, middle = bucket_medians(bucket, values)
+            trace_lat = float(middle)
+        else:
+            ch_keys, ch_lat, trace_lat = medians(n, src, dst, latency, send_ev, recv_ev)
+        del values
         lay = Layout(
             n, ev_start, kind, lamport, etime, copy_start, take,
             src, dst, send_ev, recv_ev, latency, ch_keys, ch_lat, trace_lat, start,
