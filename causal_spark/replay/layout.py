@@ -49,8 +49,6 @@ from causal_spark.replay.model import (
 )
 from causal_spark.replay.placing import (
     bucket_medians,
-    bucket_receives,
-    count_receives,
     max_at,
     medians,
     place_events,
@@ -287,15 +285,24 @@ class LayoutBuilder:
         etime = np.zeros(events, np.float64)
         take = np.full(events, -1, np.int32)
         count = np.zeros(events + 1, np.int32)  # copies per event, then copy_start
+        # the receives of sent messages are counted by channel (by sender when there are
+        # too many channels), put in those buckets by `place_sends`, and matched bucket by
+        # bucket; by channel, their latencies are the buckets `medians` would make
+        width = max(n, 1)
+        by_channel = width * width <= 1 << 16  # `medians` buckets these too
+        key = width if by_channel else 1
+        bucket = np.zeros(width * key + 1, np.int64)
         orphans = 0
+        bad = False
         for i, c in enumerate(self.chunks):
-            error, found = place_events(
-                c.p, c.lseq, c.kind, c.ts, c.lamport, c.plseq, ev_start, kind, lamport, etime,
-                count,
+            error, found, bad_sender = place_events(
+                c.p, c.lseq, c.kind, c.ts, c.lamport, c.peer, c.plseq, ev_start, kind,
+                lamport, etime, count, key, bucket,
             )  # fmt: skip
             if error:
                 raise self._first_error(names)
             orphans += found
+            bad = bad or bad_sender
             # placed: only `_first_error` reads chunks from here on, not these (12 B a row)
             self.chunks[i] = c._replace(ts=_NO_TIMES, lamport=_NO_CLOCKS)
         give_back()
@@ -317,23 +324,6 @@ class LayoutBuilder:
         if not self.timed:
             etime[:] = lamport
         latency = np.empty(size)  # the send's time, then recv - send time, or NaN
-        for c in self.chunks:  # copy_start as each event's cursor, then restored
-            place_sends(
-                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, src, dst,
-                send_ev, recv_ev, take, origin, kept, at, etime, latency,
-            )  # fmt: skip
-        unshift(copy_start)
-        if sort_copies(copy_start, dst, origin, kept):
-            raise self._first_error(names)
-        del origin
-        # the receives bucketed by sender (by channel when `medians` would bucket the
-        # channels: their latencies then are its buckets) and matched bucket by bucket
-        width = max(n, 1)
-        by_channel = width * width <= max(1 << 16, 2 * size)  # as `medians`
-        key = width if by_channel else 1
-        bucket = np.zeros(width * key + 1, np.int64)
-        bad = any(count_receives(c.p, c.kind, c.peer, c.plseq, n, key, bucket)
-                  for c in self.chunks)  # fmt: skip
         np.cumsum(bucket, out=bucket)
         fill = bucket[:-1].copy()
         received = int(bucket[-1])
@@ -341,15 +331,19 @@ class LayoutBuilder:
         event_of = np.empty(received, np.int32)
         process_of = np.empty(received, np.int32)
         before = False
-        for c in self.chunks if not bad else ():
-            bad, low = bucket_receives(
-                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, key, fill, send_of,
+        for c in self.chunks:  # copy_start as each event's cursor, then restored
+            beyond, low = place_sends(
+                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, src, dst,
+                send_ev, recv_ev, take, origin, kept, at, etime, latency, key, fill, send_of,
                 event_of, process_of,
             )  # fmt: skip
+            bad = bad or beyond
             before = before or low
-            if bad:
-                break
         del fill
+        unshift(copy_start)
+        if sort_copies(copy_start, dst, origin, kept):
+            raise self._first_error(names)
+        del origin
         values = np.empty(received if by_channel and not bad else 0)
         if not bad:
             bad, skewed, odd = place_receives(

@@ -27,42 +27,64 @@ def max_at(top, p_of, lseq_of):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def place_events(p_of, lseq_of, code_of, ts_of, lam_of, plseq_of, ev_start, kind, lamport,  # type: ignore[no-untyped-def]
-                  etime, count):  # fmt: skip
-    """Event columns from one chunk; count[e] = the copies of send event e. Returns
-    (error, orphans' receives)."""
+def place_events(p_of, lseq_of, code_of, ts_of, lam_of, peer_of, plseq_of, ev_start, kind,  # type: ignore[no-untyped-def]
+                  lamport, etime, count, width, bucket):  # fmt: skip
+    """Event columns from one chunk; count[e] = the copies of send event e; each receive
+    of a sent message counted in its bucket for `place_receives`: bucket[key + 1] += 1,
+    its key its channel `sender * n + receiver` when width is n, else its sender (width
+    1). Returns (error, orphans' receives, True if a receive's sender is no process: a
+    bad table, raised as `place_receives`' error after this pass's and `sort_copies`')."""
     orphans = 0
+    n = len(ev_start) - 1
+    bad_sender = False
     for row in range(len(p_of)):
         p = p_of[row]
         code = code_of[row]
         q = lseq_of[row]
         if code < 0 or p < 0 or p + 1 >= len(ev_start) or q < 1:
-            return BAD_ROW, 0
+            return BAD_ROW, 0, bad_sender
         e = ev_start[p] + q - 1
         if kind[e] >= 0:
             if code != SEND or kind[e] != SEND:
-                return TWO_ROWS, 0
+                return TWO_ROWS, 0, bad_sender
         else:
             kind[e] = code
             lamport[e] = lam_of[row]
             etime[e] = ts_of[row]
         if code == SEND:
             count[e] += 1
-        elif code == RECEIVE and plseq_of[row] < 0:
-            orphans += 1
-    return OK, orphans
+        elif code == RECEIVE:
+            if plseq_of[row] < 0:
+                orphans += 1
+            else:
+                s = peer_of[row]
+                if s < 0 or s >= n:
+                    bad_sender = True
+                else:
+                    bucket[s * width + (p if width > 1 else 0) + 1] += 1
+    return OK, orphans, bad_sender
 
 
 @njit(cache=True)
 def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src, dst,  # type: ignore[no-untyped-def]
-                 send_ev, recv_ev, take, origin, kept, at, etime, latency):  # fmt: skip
+                 send_ev, recv_ev, take, origin, kept, at, etime, latency, width, fill, send_of,
+                 event_of, process_of):  # fmt: skip
     """Copies of send events (in row order within an event, sorted later) and orphans'
     messages (after the copies) from one chunk; `kept[i]` is the message named by the i-th
     row that names one (a copy's is fixed by `sort_copies`). at: kept, orphans, copies.
     cursor[e] is the next free slot of event e's copies (`copy_start` before the first
     chunk, its next entry after the last: `unshift`). latency[slot] holds the send's time
     until `place_receives` subtracts it from the receive's (`unmatched` clears the rest):
-    the receive then reads no line of the sender's events."""
+    the receive then reads no line of the sender's events.
+
+    The receives of sent messages go to their buckets (`fill`: the next free place of
+    each, from `place_events`' counts, keyed as there), each as its send event, its own
+    event and its process. Returns (True if a send's lseq is beyond its process's events;
+    True if one is below 1: it names the previous process's last event, another channel
+    than its bucket's, so the buckets are no channel medians' buckets)."""
+    n = len(ev_start) - 1
+    beyond = False
+    before = False
     for row in range(len(p_of)):
         code = code_of[row]
         if code == SEND:
@@ -88,6 +110,24 @@ def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src
             take[e] = m
             kept[at[0]] = m
             at[0] += 1
+        elif code == RECEIVE:
+            p = p_of[row]
+            s = peer_of[row]
+            k = plseq_of[row]
+            if s < 0 or s >= n:  # `place_events` found it
+                continue
+            if k > ev_start[s + 1] - ev_start[s]:
+                beyond = True
+                continue
+            if k < 1:
+                before = True
+            key = s * width + (p if width > 1 else 0)
+            i = fill[key]
+            fill[key] = i + 1
+            send_of[i] = ev_start[s] + k - 1
+            event_of[i] = ev_start[p] + lseq_of[row] - 1
+            process_of[i] = p
+    return beyond, before
 
 
 @njit(cache=True)
@@ -127,50 +167,9 @@ def sort_copies(copy_start, dst, origin, kept):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def count_receives(p_of, code_of, peer_of, plseq_of, n, width, count):  # type: ignore[no-untyped-def]
-    """count[key + 1] += 1 for each receive of a sent message in one chunk, its key its
-    channel `sender * n + receiver` when width is n, else its sender (width 1). True if a
-    sender is no process (a bad table: `place_receives`)."""
-    for row in range(len(p_of)):
-        if code_of[row] == RECEIVE and plseq_of[row] >= 0:
-            s = peer_of[row]
-            if s < 0 or s >= n:
-                return True
-            count[s * width + (p_of[row] if width > 1 else 0) + 1] += 1
-    return False
-
-
-@njit(cache=True)
-def bucket_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, width, fill,  # type: ignore[no-untyped-def]
-                    send_of, event_of, process_of):  # fmt: skip
-    """The receives of sent messages in one chunk put in their keys' buckets (`fill`, the
-    next free place of each, from `count_receives`' counts), each as its send event, its
-    own event and its process. Returns (True if a send's lseq is beyond its process's
-    events; True if one is below 1: it names the previous process's last event, another
-    channel than its bucket's, so the buckets are no channel medians' buckets)."""
-    before = False
-    for row in range(len(p_of)):
-        if code_of[row] == RECEIVE and plseq_of[row] >= 0:
-            p = p_of[row]
-            s = peer_of[row]
-            k = plseq_of[row]
-            if k > ev_start[s + 1] - ev_start[s]:
-                return True, before
-            if k < 1:
-                before = True
-            key = s * width + (p if width > 1 else 0)
-            at = fill[key]
-            fill[key] = at + 1
-            send_of[at] = ev_start[s] + k - 1
-            event_of[at] = ev_start[p] + lseq_of[row] - 1
-            process_of[at] = p
-    return False, before
-
-
-@njit(cache=True)
 def place_receives(send_of, event_of, process_of, copy_start, dst, recv_ev, take, etime,  # type: ignore[no-untyped-def]
                    latency, values):  # fmt: skip
-    """Each receive of a sent message (bucketed by `bucket_receives`) finds its copy among
+    """Each receive of a sent message (bucketed by `place_sends`) finds its copy among
     its send event's and sets its latency (recv - send time, clamped at 0; the send's time
     is in latency[copy], put there by `place_sends`). Returns (True if one does not find
     it: a bad table, the send is not there or the message is received twice; True if a
