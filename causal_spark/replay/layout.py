@@ -48,6 +48,7 @@ from causal_spark.replay.model import (
     TraceShapeError,
 )
 from causal_spark.replay.placing import (
+    bucket_medians,
     max_at,
     medians,
     place_events,
@@ -284,15 +285,24 @@ class LayoutBuilder:
         etime = np.zeros(events, np.float64)
         take = np.full(events, -1, np.int32)
         count = np.zeros(events + 1, np.int32)  # copies per event, then copy_start
+        # the receives of sent messages are counted by channel (by sender when there are
+        # too many channels), put in those buckets by `place_sends`, and matched bucket by
+        # bucket; by channel, their latencies are the buckets `medians` would make
+        width = max(n, 1)
+        by_channel = width * width <= 1 << 16  # `medians` buckets these too
+        key = width if by_channel else 1
+        bucket = np.zeros(width * key + 1, np.int64)
         orphans = 0
+        bad = False
         for i, c in enumerate(self.chunks):
-            error, found = place_events(
-                c.p, c.lseq, c.kind, c.ts, c.lamport, c.plseq, ev_start, kind, lamport, etime,
-                count,
+            error, found, bad_sender = place_events(
+                c.p, c.lseq, c.kind, c.ts, c.lamport, c.peer, c.plseq, ev_start, kind,
+                lamport, etime, count, key, bucket,
             )  # fmt: skip
             if error:
                 raise self._first_error(names)
             orphans += found
+            bad = bad or bad_sender
             # placed: only `_first_error` reads chunks from here on, not these (12 B a row)
             self.chunks[i] = c._replace(ts=_NO_TIMES, lamport=_NO_CLOCKS)
         give_back()
@@ -314,27 +324,38 @@ class LayoutBuilder:
         if not self.timed:
             etime[:] = lamport
         latency = np.empty(size)  # the send's time, then recv - send time, or NaN
+        np.cumsum(bucket, out=bucket)
+        fill = bucket[:-1].copy()
+        received = int(bucket[-1])
+        send_of = np.empty(received, np.int32)
+        event_of = np.empty(received, np.int32)
+        process_of = np.empty(received, np.int32)
+        before = False
         for c in self.chunks:  # copy_start as each event's cursor, then restored
-            place_sends(
+            beyond, low = place_sends(
                 c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, src, dst,
-                send_ev, recv_ev, take, origin, kept, at, etime, latency,
+                send_ev, recv_ev, take, origin, kept, at, etime, latency, key, fill, send_of,
+                event_of, process_of,
             )  # fmt: skip
+            bad = bad or beyond
+            before = before or low
+        del fill
         unshift(copy_start)
         if sort_copies(copy_start, dst, origin, kept):
             raise self._first_error(names)
         del origin
-        skewed = False
-        for c in self.chunks:
-            error, skew = place_receives(
-                c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, dst, recv_ev,
-                take, etime, latency,
+        values = np.empty(received if by_channel and not bad else 0)
+        if not bad:
+            bad, skewed, odd = place_receives(
+                send_of, event_of, process_of, copy_start, dst, recv_ev, take, etime,
+                latency, values,
             )  # fmt: skip
-            if error:
-                raise TraceShapeError(
-                    f"trace {self.trace_id}: a receive names a send copy that is not in the "
-                    "trace, or a second receive of one message"
-                )
-            skewed = skewed or skew
+        if bad:
+            raise TraceShapeError(
+                f"trace {self.trace_id}: a receive names a send copy that is not in the "
+                "trace, or a second receive of one message"
+            )
+        del send_of, event_of, process_of
         unmatched(recv_ev, latency, copies)
         chunks, ids = self.chunks, self.ids
         self.chunks, self.ids = [], []  # the rows are laid out: let them go
@@ -343,7 +364,12 @@ class LayoutBuilder:
         start = float(etime.min()) if events else 0.0
         end = float(etime.max()) if events else 0.0
         skewed = times(ev_start, etime) or skewed
-        ch_keys, ch_lat, trace_lat = medians(n, src, dst, latency, send_ev, recv_ev)
+        if len(values) and not (odd or before):  # the channels' buckets, filled
+            ch_keys, ch_lat, middle = bucket_medians(bucket, values)
+            trace_lat = float(middle)
+        else:
+            ch_keys, ch_lat, trace_lat = medians(n, src, dst, latency, send_ev, recv_ev)
+        del values
         lay = Layout(
             n, ev_start, kind, lamport, etime, copy_start, take,
             src, dst, send_ev, recv_ev, latency, ch_keys, ch_lat, trace_lat, start,

@@ -27,42 +27,64 @@ def max_at(top, p_of, lseq_of):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def place_events(p_of, lseq_of, code_of, ts_of, lam_of, plseq_of, ev_start, kind, lamport,  # type: ignore[no-untyped-def]
-                  etime, count):  # fmt: skip
-    """Event columns from one chunk; count[e] = the copies of send event e. Returns
-    (error, orphans' receives)."""
+def place_events(p_of, lseq_of, code_of, ts_of, lam_of, peer_of, plseq_of, ev_start, kind,  # type: ignore[no-untyped-def]
+                  lamport, etime, count, width, bucket):  # fmt: skip
+    """Event columns from one chunk; count[e] = the copies of send event e; each receive
+    of a sent message counted in its bucket for `place_receives`: bucket[key + 1] += 1,
+    its key its channel `sender * n + receiver` when width is n, else its sender (width
+    1). Returns (error, orphans' receives, True if a receive's sender is no process: a
+    bad table, raised as `place_receives`' error after this pass's and `sort_copies`')."""
     orphans = 0
+    n = len(ev_start) - 1
+    bad_sender = False
     for row in range(len(p_of)):
         p = p_of[row]
         code = code_of[row]
         q = lseq_of[row]
         if code < 0 or p < 0 or p + 1 >= len(ev_start) or q < 1:
-            return BAD_ROW, 0
+            return BAD_ROW, 0, bad_sender
         e = ev_start[p] + q - 1
         if kind[e] >= 0:
             if code != SEND or kind[e] != SEND:
-                return TWO_ROWS, 0
+                return TWO_ROWS, 0, bad_sender
         else:
             kind[e] = code
             lamport[e] = lam_of[row]
             etime[e] = ts_of[row]
         if code == SEND:
             count[e] += 1
-        elif code == RECEIVE and plseq_of[row] < 0:
-            orphans += 1
-    return OK, orphans
+        elif code == RECEIVE:
+            if plseq_of[row] < 0:
+                orphans += 1
+            else:
+                s = peer_of[row]
+                if s < 0 or s >= n:
+                    bad_sender = True
+                else:
+                    bucket[s * width + (p if width > 1 else 0) + 1] += 1
+    return OK, orphans, bad_sender
 
 
 @njit(cache=True)
 def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src, dst,  # type: ignore[no-untyped-def]
-                 send_ev, recv_ev, take, origin, kept, at, etime, latency):  # fmt: skip
+                 send_ev, recv_ev, take, origin, kept, at, etime, latency, width, fill, send_of,
+                 event_of, process_of):  # fmt: skip
     """Copies of send events (in row order within an event, sorted later) and orphans'
     messages (after the copies) from one chunk; `kept[i]` is the message named by the i-th
     row that names one (a copy's is fixed by `sort_copies`). at: kept, orphans, copies.
     cursor[e] is the next free slot of event e's copies (`copy_start` before the first
     chunk, its next entry after the last: `unshift`). latency[slot] holds the send's time
     until `place_receives` subtracts it from the receive's (`unmatched` clears the rest):
-    the receive then reads no line of the sender's events."""
+    the receive then reads no line of the sender's events.
+
+    The receives of sent messages go to their buckets (`fill`: the next free place of
+    each, from `place_events`' counts, keyed as there), each as its send event, its own
+    event and its process. Returns (True if a send's lseq is beyond its process's events;
+    True if one is below 1: it names the previous process's last event, another channel
+    than its bucket's, so the buckets are no channel medians' buckets)."""
+    n = len(ev_start) - 1
+    beyond = False
+    before = False
     for row in range(len(p_of)):
         code = code_of[row]
         if code == SEND:
@@ -88,6 +110,24 @@ def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src
             take[e] = m
             kept[at[0]] = m
             at[0] += 1
+        elif code == RECEIVE:
+            p = p_of[row]
+            s = peer_of[row]
+            k = plseq_of[row]
+            if s < 0 or s >= n:  # `place_events` found it
+                continue
+            if k > ev_start[s + 1] - ev_start[s]:
+                beyond = True
+                continue
+            if k < 1:
+                before = True
+            key = s * width + (p if width > 1 else 0)
+            i = fill[key]
+            fill[key] = i + 1
+            send_of[i] = ev_start[s] + k - 1
+            event_of[i] = ev_start[p] + lseq_of[row] - 1
+            process_of[i] = p
+    return beyond, before
 
 
 @njit(cache=True)
@@ -126,64 +166,35 @@ def sort_copies(copy_start, dst, origin, kept):  # type: ignore[no-untyped-def]
     return False
 
 
-_BY_SENDER = 1024  # processes up to which `place_receives` takes a chunk's rows by sender
-
-
 @njit(cache=True)
-def place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start, dst,  # type: ignore[no-untyped-def]
-                    recv_ev, take, etime, latency):  # fmt: skip
-    """Each receive of a sent message finds its copy by the send's coordinates and sets its
-    latency (recv - send time, clamped at 0: `times` would read both times again at random;
-    the send's time is in latency[copy], put there by `place_sends`).
-    Returns (True if one does not find it: a bad table, the send is not there or the
-    message is received twice; True if a latency is negative, clock skew).
+def place_receives(send_of, event_of, process_of, copy_start, dst, recv_ev, take, etime,  # type: ignore[no-untyped-def]
+                   latency, values):  # fmt: skip
+    """Each receive of a sent message (bucketed by `place_sends`) finds its copy among
+    its send event's and sets its latency (recv - send time, clamped at 0; the send's time
+    is in latency[copy], put there by `place_sends`). Returns (True if one does not find
+    it: a bad table, the send is not there or the message is received twice; True if a
+    latency is negative, clock skew; True if `values` cannot serve as the channels'
+    latencies for `bucket_median`).
 
-    A chunk's rows are one receiver's (or a few), in lseq order; their sends are spread
-    over the senders' events. Taken sender by sender, each sender's events are read in
-    order (a few sequential runs, which the processor prefetches) instead of jumping
-    between up to n senders' columns at every row (half of `finish` at 10^7 messages)."""
-    n = len(ev_start) - 1
-    rows = len(p_of)
-    order = np.empty(rows, np.int32)
-    if n <= _BY_SENDER:
-        start = np.zeros(n + 1, np.int64)
-        for row in range(rows):
-            if code_of[row] == RECEIVE and plseq_of[row] >= 0:
-                s = peer_of[row]
-                if s < 0 or s >= n:
-                    return True, False
-                start[s + 1] += 1
-        for s in range(n):
-            start[s + 1] += start[s]
-        total = start[n]
-        for row in range(rows):
-            if code_of[row] == RECEIVE and plseq_of[row] >= 0:
-                s = peer_of[row]
-                order[start[s]] = row
-                start[s] += 1
-    else:
-        total = 0
-        for row in range(rows):
-            if code_of[row] == RECEIVE and plseq_of[row] >= 0:
-                order[total] = row
-                total += 1
+    The receives come sender by sender (by channel where `values` has a place for each:
+    then values[i] is the i-th one's latency, the channel buckets `medians` would make):
+    each sender's events and copies are read in a few ascending runs while they are in
+    the cache, where taken chunk by chunk (a receiver's rows) every sender's lines were
+    read again by each of its receivers' chunks (`bench/README.md`, issue 22)."""
     skewed = False
-    for i in range(total):
-        row = order[i]
-        p = p_of[row]
-        s = peer_of[row]
-        k = plseq_of[row]
-        if s < 0 or s >= n or k > ev_start[s + 1] - ev_start[s]:
-            return True, skewed
-        es = ev_start[s] + k - 1
+    odd = False
+    fills = len(values) > 0
+    for i in range(len(send_of)):
+        es = send_of[i]
+        p = process_of[i]
         found = -1  # only send events have copies (`place_events`)
         for m in range(copy_start[es], copy_start[es + 1]):
             if dst[m] == p:
                 found = m
                 break
         if found < 0 or recv_ev[found] >= 0:
-            return True, skewed
-        e = ev_start[p] + lseq_of[row] - 1
+            return True, skewed, odd
+        e = event_of[i]
         recv_ev[found] = e
         take[e] = found
         lat = etime[e] - latency[found]
@@ -191,7 +202,12 @@ def place_receives(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_sta
             skewed = True
             lat = 0.0
         latency[found] = lat
-    return False, skewed
+        if fills:
+            values[i] = lat
+            # NaN and -0 make a selection's answer depend on the order: `medians` then
+            if lat != lat or (lat == 0 and math.copysign(1.0, lat) < 0):
+                odd = True
+    return False, skewed, odd
 
 
 @njit(cache=True)
@@ -262,22 +278,32 @@ def _bucket_medians(n, src, dst, latency, send_ev, recv_ev):  # type: ignore[no-
             k = src[m] * width + dst[m]
             values[fill[k]] = latency[m]
             fill[k] += 1
+    return bucket_medians(start, values)
+
+
+@njit(cache=True)
+def bucket_medians(start, values):  # type: ignore[no-untyped-def]
+    """Every channel's median latency from the channels' buckets (channel k's values are
+    values[start[k]:start[k + 1]]), and the trace's: (keys, medians, the trace's median).
+
+    Every channel has one (dense: the loop indexes it by channel, no search per control
+    message), its median or, where none was recorded, the trace's. Each by np.median's own
+    quickselect (the two middle values' mean), in place: `values` is ours, and a bucket's
+    values stay in it (reordered), so the trace's median comes after from the same array."""
+    channels = len(start) - 1
+    total = start[-1]
     if total == 0:
         return np.empty(0, np.int64), np.empty(0, np.float64), np.nan
-    # every channel (dense: the loop indexes it by channel, no search per control message),
-    # its median or, where none was recorded, the trace's. Each by np.median's own
-    # quickselect (the two middle values' mean), in place: `values` is ours, and a bucket's
-    # values stay in it (reordered), so the trace's median comes after from the same array
-    medians = np.empty(width * width, np.float64)
-    for k in range(width * width):
+    medians = np.empty(channels, np.float64)
+    for k in range(channels):
         if start[k + 1] > start[k]:
             bucket = values[start[k] : start[k + 1]]
             medians[k] = _median_inner(bucket, len(bucket))  # type: ignore[no-untyped-call]
     middle = _median_inner(values, total)  # type: ignore[no-untyped-call]
-    for k in range(width * width):
+    for k in range(channels):
         if start[k + 1] == start[k]:
             medians[k] = middle
-    return np.arange(width * width).astype(np.int64), medians, middle
+    return np.arange(channels).astype(np.int64), medians, middle
 
 
 _WIDE = np.iinfo(np.int32).max
