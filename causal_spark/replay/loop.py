@@ -425,9 +425,9 @@ def _exec_send(eng, lay, p, lo, hi):  # type: ignore[no-untyped-def]
     if holders == 0:
         return
     slot = pool_take(eng.vpool, holders)
-    row = pool_at(eng.vpool, slot)
-    for q in range(lay.n):
-        row[q] = eng.vc[p * lay.n + q]
+    row, vc, n = pool_at(eng.vpool, slot), eng.vc, lay.n  # locals: the copy is vectorised
+    for q in range(n):
+        row[q] = vc[p * n + q]
     for m in range(lo, hi):
         if lay.dst[m] >= 0 and not np.isnan(lay.latency[m]):
             eng.vslot[m] = slot
@@ -455,9 +455,10 @@ def _exec_take(eng, lay, p, m):  # type: ignore[no-untyped-def]
     if s != p and vc[mine + s] >= k:
         eng.cnt[K_VIOLATED] = 1
     row = pool_at(eng.vpool, eng.vslot[m])
-    for q in range(n):
-        if row[q] > vc[mine + q]:
-            vc[mine + q] = row[q]
+    for q in range(n):  # branch-free, so vectorised (a store behind a branch was not)
+        a = vc[mine + q]
+        b = row[q]
+        vc[mine + q] = a if a > b else b
     if k > vc[mine + s]:
         vc[mine + s] = k
     pool_release(eng.vpool, eng.vslot[m])

@@ -70,16 +70,16 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
 
 @njit(cache=True, inline="always")
 def _c_below(a, i, b, j, n):  # type: ignore[no-untyped-def]
-    """a[i:i+n] < b[j:j+n] for vector times: every component <= and the vectors differ."""
-    differ = False
+    """a[i:i+n] < b[j:j+n] for vector times: every component <= and the vectors differ.
+    Branch-free (vectorised): an early exit per component cost a mispredicted branch."""
+    over = 0  # > 0 when some component of a exceeds b's
+    differ = 0
     for k in range(n):
         x = a[i + k]
         y = b[j + k]
-        if x > y:
-            return False
-        if x != y:
-            differ = True
-    return differ
+        over = max(over, x - y)
+        differ |= x ^ y
+    return over <= 0 and differ != 0
 
 
 @njit(cache=True)
@@ -89,17 +89,15 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     st.time[mine + p] += 1
     slot = pool_take(st.pool, len(own))
     row = pool_at(st.pool, slot)
+    held = 0  # pairs of the buffer before the send (has is 0 or 1)
     for k in range(n):
         row[k] = st.time[mine + k]
         row[n + k] = 0
         row[2 * n + k] = st.has[mine + k]
+        held += st.has[mine + k]
     base = mine * n
     for i in range(n * n):
         row[3 * n + i] = st.pairs[base + i]
-    held = 0  # pairs of the buffer before the send
-    for s in range(n):
-        if row[2 * n + s] != 0:
-            held += 1
     for m in own:
         row[n + lay.dst[m]] = 1
     for m in own:
@@ -143,9 +141,10 @@ def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     # too short for LLVM's vector loop, so they ran one integer at a time)
     _sup_into(st.pairs, base, row, 3 * n, p * n)
     _sup_into(st.pairs, base + (p + 1) * n, row, 3 * n + (p + 1) * n, (n - 1 - p) * n)
+    own = st.has[mine + p]  # flags are 0 or 1: or them in without a branch, but for p
     for s in range(n):
-        if s != p and (row[n + s] != 0 or row[2 * n + s] != 0):
-            st.has[mine + s] = 1
+        st.has[mine + s] |= row[n + s] | row[2 * n + s]
+    st.has[mine + p] = own
     for s in range(n):
         # another destination of the multicast: (s, VT(M)). The copy's own pair for s, if
         # any, is below VT(M) (every pair a site holds is below its vector time), so the
