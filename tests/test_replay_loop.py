@@ -142,6 +142,90 @@ def test_rows_that_cannot_form_programs_raise_the_references_error(case: str) ->
     assert str(compiled.value) == str(reference.value)
 
 
+def _laid_out(ctrace: CompiledTrace) -> dict[str, Any]:
+    """Every column of a layout and its message ids in message order (NaN as a value)."""
+    lay = ctrace.layout
+    out: dict[str, Any] = {f: np.asarray(getattr(lay, f)).tobytes() for f in lay._fields}
+    return out | {"ids": ctrace.msg_id, "skewed": ctrace.skewed, "span": (ctrace.start, ctrace.end)}
+
+
+def test_the_layout_does_not_depend_on_the_order_of_its_rows() -> None:
+    """Receives before or after their sends, a multicast's copies in any order: the rows of
+    random traces without orphans (an orphan's message index is its row's order), shuffled,
+    give the same layout column by column, and the same message ids in message order."""
+    rng = np.random.default_rng(22)
+    early = multicast = 0
+    for trace in RANDOM[::3]:
+        names, pidx, lseq, kind, ts, lamport, msg_id, peer = trace.source_rows
+        want = compiled_of(trace)
+        if np.any(want.layout.send_ev < 0):
+            continue
+        copies = np.diff(want.layout.copy_start)
+        multicast += int(np.count_nonzero(copies > 1))
+        for _ in range(3):
+            order = rng.permutation(len(pidx))  # type: ignore[arg-type]
+            rows = [np.asarray(pidx)[order], np.asarray(lseq)[order],
+                    [kind[i] for i in order], np.asarray(ts)[order],  # type: ignore[index]
+                    np.asarray(lamport)[order], [msg_id[i] for i in order],  # type: ignore[index]
+                    np.asarray(peer)[order]]  # fmt: skip
+            first: dict[str, str] = {}  # each message's first row's kind
+            for mid, k in zip(rows[5], rows[2], strict=True):
+                if mid is not None:
+                    first.setdefault(mid, k)
+            early += sum(1 for k in first.values() if k == "receive")
+            got = layout(trace.trace_id, names, *rows)  # type: ignore[arg-type]
+            assert _laid_out(got) == _laid_out(want), trace.trace_id
+    assert early > 100 and multicast > 50, (early, multicast)
+
+
+# (pidx, lseq, kind, msg_id, peer) per row of processes P, Q, R: a bad table, then the same
+# with its receives right; P#1 sends m to Q (and n to R: a multicast)
+_SEND_M, _SEND_N = (0, 1, "send", "m", 1), (0, 1, "send", "n", 2)
+_Q_TAKES_M = (1, 1, "receive", "m", 0)
+WRONG_RECEIVES = {
+    "a receive of a copy sent to another process": (
+        [_SEND_M, (2, 1, "receive", "m", 0)],
+        [_SEND_M, _Q_TAKES_M],
+    ),
+    "a second receive of one message": (
+        [_SEND_M, _Q_TAKES_M, (1, 2, "receive", "m", 0)],
+        [_SEND_M, _Q_TAKES_M],
+    ),
+    "a receive of a multicast by a process it does not go to": (
+        [_SEND_M, _SEND_N, (0, 2, "receive", "m", 0)],
+        [_SEND_M, _SEND_N, _Q_TAKES_M],
+    ),
+    "a second receive of a multicast's copy": (
+        [_SEND_M, _SEND_N, _Q_TAKES_M, (1, 2, "receive", "m", 0)],
+        [_SEND_M, _SEND_N, _Q_TAKES_M],
+    ),
+}
+
+
+def _three(rows: list[tuple[Any, ...]]) -> CompiledTrace:
+    pidx, lseq, kind, msg_id, peer = (list(c) for c in zip(*rows, strict=True))
+    return layout("t", ["P", "Q", "R"], np.asarray(pidx), np.asarray(lseq), kind,
+                  np.asarray(lseq, float), np.asarray(lseq), msg_id, np.asarray(peer))  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(WRONG_RECEIVES))
+@pytest.mark.parametrize("first", ["send", "receive"])
+def test_a_receive_that_names_no_copy_of_its_send_is_an_error_in_any_row_order(
+    case: str, first: str
+) -> None:
+    """The layout matches a receive to its copy whether the send's row comes before or
+    after it: a receive by a process the copy does not go to, or a second receive of one
+    copy, is a bad table either way; the rows with the right receives lay out."""
+    bad, good = WRONG_RECEIVES[case]
+    step = 1 if first == "send" else -1
+    with pytest.raises(TraceShapeError, match="a receive names a send copy that is not in"):
+        _three(bad[::step])
+    lay = _three(good[::step]).layout
+    q_takes_m = int(lay.ev_start[1])  # P#1 is event 0
+    assert lay.recv_ev.tolist() == [q_takes_m, -1][: 1 + (_SEND_N in good)]
+    assert lay.take[q_takes_m] == 0
+
+
 def test_unknown_parameters_are_rejected_as_the_reference_does() -> None:
     trace = worked("causal_chat")
     with pytest.raises(ProtocolParamError, match="has no parameter"):

@@ -272,32 +272,36 @@ def _deliveries_batches(
     head: Mapping[str, object], trace: CompiledTrace, run: CompiledRun
 ) -> Iterator[pa.RecordBatch]:
     schema = _ARROW_ROWS
-    constant: dict[tuple[str, int], pa.Array] = {}  # the group's strings, built once per size
+    # the group's strings and the null `run` column, built once per size
+    constant: dict[tuple[str, int], pa.Array] = {}
 
     def repeated(name: str, count: int) -> pa.Array:
         if (name, count) not in constant:
-            constant[(name, count)] = _repeated(head[name], count)
+            constant[(name, count)] = (
+                pa.nulls(count, schema.field(RUN).type)
+                if name == RUN
+                else _repeated(head[name], count)
+            )
         return constant[(name, count)]
 
     for ids, messages in trace.ids.slices(DELIVERY_BATCH_ROWS):
         count = len(ids)
-        columns = run.columns(messages)
         values: dict[str, pa.Array] = {
             C.TRACE_ID: repeated(C.TRACE_ID, count),
             PROTOCOL: repeated(PROTOCOL, count),
             "receive_mode": repeated("receive_mode", count),
+            RUN: repeated(RUN, count),
             C.MSG_ID: ids,
-            "taken_by_lseq": _ints(columns["taken_by"]),
-            "piggyback_ints": _ints(columns["piggyback"]),
+            **run.arrow_columns(messages),
         }
-        for name in ("send_time", "post_time", "arrival_time", "delivery_time", "take_time"):
-            values[name] = _floats(columns[name])
-        values["held_back"] = pc.not_equal(_floats(columns["held_back"]), pa.scalar(0.0))
-        arrays = [
-            pa.nulls(count, type=fld.type) if fld.name == RUN else values[fld.name].cast(fld.type)
-            for fld in schema
-        ]
+        values["taken_by_lseq"] = values.pop("taken_by")
+        values["piggyback_ints"] = values.pop("piggyback")
+        arrays = [_typed(values[fld.name], fld.type) for fld in schema]
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _typed(values: pa.Array, typ: pa.DataType) -> pa.Array:
+    return values if values.type == typ else values.cast(typ)
 
 
 def _repeated(value: object, count: int) -> pa.Array:
@@ -305,15 +309,3 @@ def _repeated(value: object, count: int) -> pa.Array:
     return pa.DictionaryArray.from_arrays(
         pa.array(np.zeros(count, np.int32)), pa.array([value], pa.string())
     ).cast(pa.string())
-
-
-def _floats(values: np.ndarray) -> pa.Array:
-    """A float column of the compiled loop, NaN as null."""
-    values = np.asarray(values, dtype=np.float64)
-    return pa.array(values, mask=np.isnan(values))
-
-
-def _ints(values: np.ndarray) -> pa.Array:
-    """An integer column of the compiled loop, -1 as null (lseqs and counts are >= 0)."""
-    values = np.asarray(values, dtype=np.int64)
-    return pa.array(values, mask=values < 0)

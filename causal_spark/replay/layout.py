@@ -54,11 +54,10 @@ from causal_spark.replay.placing import (
     place_events,
     place_receives,
     place_sends,
+    scan_events,
     sort_copies,
     take_batch,
-    times,
     unmatched,
-    unshift,
 )
 from causal_spark.replay.shape import first_error
 
@@ -306,70 +305,65 @@ class LayoutBuilder:
             # placed: only `_first_error` reads chunks from here on, not these (12 B a row)
             self.chunks[i] = c._replace(ts=_NO_TIMES, lamport=_NO_CLOCKS)
         give_back()
-        if events and kind.min() < 0:  # an lseq no row has: a jump
+        jump, copies, start, end, skewed = scan_events(
+            ev_start, kind, lamport, etime, count, self.timed
+        )
+        if jump:  # an lseq no row has
             raise self._first_error(names)
         copy_start = count
-        np.cumsum(count[:-1], out=copy_start[1:])
-        copy_start[0] = 0
-        copies = int(copy_start[-1])
         size = copies + orphans
         src = np.empty(size, np.int32)
         dst = np.empty(size, np.int32)
-        send_ev = np.full(size, -1, np.int32)
+        send_ev = np.empty(size, np.int32)
         recv_ev = np.full(size, -1, np.int32)
         kept = np.empty(sum(len(i) for i in self.ids), np.int32)
-        origin = np.empty(copies, np.int32)
         at = np.zeros(3, np.int64)  # kept rows so far, orphans so far, copies
         at[2] = copies
-        if not self.timed:
-            etime[:] = lamport
         latency = np.empty(size)  # the send's time, then recv - send time, or NaN
         np.cumsum(bucket, out=bucket)
         fill = bucket[:-1].copy()
         received = int(bucket[-1])
-        send_of = np.empty(received, np.int32)
-        event_of = np.empty(received, np.int32)
-        process_of = np.empty(received, np.int32)
+        # each receive's send and receive events; then, on the same bytes, its latency
+        pairs = np.empty(2 * received, np.int32)
+        process_of = np.empty(0 if by_channel else received, np.int32)  # else: by the key
         before = False
-        for c in self.chunks:  # copy_start as each event's cursor, then restored
+        for c in self.chunks:
             beyond, low = place_sends(
                 c.p, c.lseq, c.kind, c.peer, c.plseq, ev_start, copy_start, src, dst,
-                send_ev, recv_ev, take, origin, kept, at, etime, latency, key, fill, send_of,
-                event_of, process_of,
+                send_ev, recv_ev, take, kept, at, etime, latency, key, fill, pairs,
+                process_of,
             )  # fmt: skip
             bad = bad or beyond
             before = before or low
         del fill
-        unshift(copy_start)
-        if sort_copies(copy_start, dst, origin, kept):
+        if sort_copies(copies, dst, send_ev, recv_ev, take, kept):
             raise self._first_error(names)
-        del origin
-        values = np.empty(received if by_channel and not bad else 0)
+        values = pairs.view(np.float64) if by_channel and not bad else _NO_TIMES
+        odd = False
         if not bad:
-            bad, skewed, odd = place_receives(
-                send_of, event_of, process_of, copy_start, dst, recv_ev, take, etime,
+            bad, late, odd = place_receives(
+                bucket, pairs, process_of, key, copy_start, dst, recv_ev, take, etime,
                 latency, values,
             )  # fmt: skip
+            skewed = skewed or late
         if bad:
             raise TraceShapeError(
                 f"trace {self.trace_id}: a receive names a send copy that is not in the "
                 "trace, or a second receive of one message"
             )
-        del send_of, event_of, process_of
+        del process_of
         unmatched(recv_ev, latency, copies)
         chunks, ids = self.chunks, self.ids
         self.chunks, self.ids = [], []  # the rows are laid out: let them go
         del chunks
         give_back()
-        start = float(etime.min()) if events else 0.0
-        end = float(etime.max()) if events else 0.0
-        skewed = times(ev_start, etime) or skewed
         if len(values) and not (odd or before):  # the channels' buckets, filled
             ch_keys, ch_lat, middle = bucket_medians(bucket, values)
             trace_lat = float(middle)
         else:
             ch_keys, ch_lat, trace_lat = medians(n, src, dst, latency, send_ev, recv_ev)
-        del values
+        del values, pairs
+        start, end = float(start), float(end)
         lay = Layout(
             n, ev_start, kind, lamport, etime, copy_start, take,
             src, dst, send_ev, recv_ev, latency, ch_keys, ch_lat, trace_lat, start,

@@ -66,37 +66,75 @@ def place_events(p_of, lseq_of, code_of, ts_of, lam_of, peer_of, plseq_of, ev_st
 
 
 @njit(cache=True)
-def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src, dst,  # type: ignore[no-untyped-def]
-                 send_ev, recv_ev, take, origin, kept, at, etime, latency, width, fill, send_of,
-                 event_of, process_of):  # fmt: skip
-    """Copies of send events (in row order within an event, sorted later) and orphans'
-    messages (after the copies) from one chunk; `kept[i]` is the message named by the i-th
-    row that names one (a copy's is fixed by `sort_copies`). at: kept, orphans, copies.
-    cursor[e] is the next free slot of event e's copies (`copy_start` before the first
-    chunk, its next entry after the last: `unshift`). latency[slot] holds the send's time
-    until `place_receives` subtracts it from the receive's (`unmatched` clears the rest):
-    the receive then reads no line of the sender's events.
+def scan_events(ev_start, kind, lamport, etime, count, timed):  # type: ignore[no-untyped-def]
+    """One pass over the events placed by `place_events`: `count` (copies per event) becomes
+    `copy_start` in place, etime takes the Lamport clocks when the trace is not timed.
+    Returns (True if an lseq no row has: a jump; the copies; the earliest and the latest
+    recorded time, 0 without events; True if a gap is negative, clock skew)."""
+    run = 0
+    start = np.inf
+    end = -np.inf
+    skewed = False
+    for p in range(len(ev_start) - 1):
+        lo = ev_start[p]
+        for e in range(lo, ev_start[p + 1]):
+            if kind[e] < 0:
+                return True, 0, 0.0, 0.0, skewed
+            c = count[e]
+            count[e] = run
+            run += c
+            if not timed:
+                etime[e] = lamport[e]
+            t = etime[e]
+            if e > lo and t < etime[e - 1]:
+                skewed = True
+            start = min(start, t)
+            end = max(end, t)
+    count[len(count) - 1] = run
+    if len(kind) == 0:
+        start = end = 0.0
+    return False, run, start, end, skewed
+
+
+@njit(cache=True)
+def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, copy_start, src, dst,  # type: ignore[no-untyped-def]
+                 send_ev, recv_ev, take, kept, at, etime, latency, width, fill, pairs,
+                 process_of):  # fmt: skip
+    """Copies of send events and orphans' messages (after the copies) from one chunk;
+    `kept[i]` is the message named by the i-th row that names one (within a send event of
+    several copies, fixed by `sort_copies`). at: kept, orphans, copies. latency[slot] holds
+    the send's time until `place_receives` subtracts it from the receive's (`unmatched`
+    clears the rest): the receive then reads no line of the sender's events.
+
+    A send event of one copy fills its slot, `copy_start[e]`; one of several takes its
+    slots in row order: `take[e]` (-1, as for any send event) counts them meanwhile, and
+    `recv_ev[slot]` holds the row's place in `kept` for `sort_copies`.
 
     The receives of sent messages go to their buckets (`fill`: the next free place of
-    each, from `place_events`' counts, keyed as there), each as its send event, its own
-    event and its process. Returns (True if a send's lseq is beyond its process's events;
-    True if one is below 1: it names the previous process's last event, another channel
-    than its bucket's, so the buckets are no channel medians' buckets)."""
+    each, from `place_events`' counts, keyed as there), each as its send event and its own
+    event (`pairs[2i]`, `pairs[2i + 1]`) and, where the key does not name the receiver,
+    its process (`process_of[i]`). Returns (True if a send's lseq is beyond its process's
+    events; True if one is below 1: it names the previous process's last event, another
+    channel than its bucket's, so the buckets are no channel medians' buckets)."""
     n = len(ev_start) - 1
     beyond = False
     before = False
+    named = len(process_of) > 0
     for row in range(len(p_of)):
         code = code_of[row]
         if code == SEND:
             p = p_of[row]
             e = ev_start[p] + lseq_of[row] - 1
-            slot = cursor[e]
-            cursor[e] += 1
+            slot = copy_start[e]
+            if copy_start[e + 1] - slot > 1:
+                slot += take[e] + 1
+                take[e] += 1
+                recv_ev[slot] = at[0]
             src[slot] = p
             dst[slot] = peer_of[row]
             send_ev[slot] = e
             latency[slot] = etime[e]
-            origin[slot] = at[0]
+            kept[at[0]] = slot
             at[0] += 1
         elif code == RECEIVE and plseq_of[row] < 0:
             p = p_of[row]
@@ -105,6 +143,7 @@ def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src
             at[1] += 1
             src[m] = peer_of[row] if peer_of[row] >= 0 else EXTERNAL
             dst[m] = p
+            send_ev[m] = -1
             recv_ev[m] = e
             latency[m] = np.nan
             take[e] = m
@@ -124,89 +163,91 @@ def place_sends(p_of, lseq_of, code_of, peer_of, plseq_of, ev_start, cursor, src
             key = s * width + (p if width > 1 else 0)
             i = fill[key]
             fill[key] = i + 1
-            send_of[i] = ev_start[s] + k - 1
-            event_of[i] = ev_start[p] + lseq_of[row] - 1
-            process_of[i] = p
+            pairs[2 * i] = ev_start[s] + k - 1
+            pairs[2 * i + 1] = ev_start[p] + lseq_of[row] - 1
+            if named:
+                process_of[i] = p
     return beyond, before
 
 
 @njit(cache=True)
-def unshift(cursor):  # type: ignore[no-untyped-def]
-    """`copy_start` again from the cursors `place_sends` advanced (each to the next event's
-    start): every entry moves one place up, the first is 0, the last (all copies) stays."""
-    for e in range(len(cursor) - 2, 0, -1):
-        cursor[e] = cursor[e - 1]
-    if len(cursor) > 1:
-        cursor[0] = 0
-
-
-@njit(cache=True)
-def sort_copies(copy_start, dst, origin, kept):  # type: ignore[no-untyped-def]
-    """A send event's copies by destination (as the reference, which sorts rows by peer);
-    then each copy's message index goes to its row in `kept`. True if an event has two
-    copies to one destination."""
-    for e in range(len(copy_start) - 1):
-        lo = copy_start[e]
-        hi = copy_start[e + 1]
-        for i in range(lo + 1, hi):
-            d = dst[i]
-            o = origin[i]
-            j = i - 1
-            while j >= lo and dst[j] > d:
-                dst[j + 1] = dst[j]
-                origin[j + 1] = origin[j]
-                j -= 1
-            dst[j + 1] = d
-            origin[j + 1] = o
-        for i in range(lo + 1, hi):
-            if dst[i] == dst[i - 1] and dst[i] >= 0:
-                return True
-    for m in range(len(origin)):
-        kept[origin[m]] = m
+def sort_copies(copies, dst, send_ev, recv_ev, take, kept):  # type: ignore[no-untyped-def]
+    """The copies of each send event of several by destination (as the reference, which
+    sorts rows by peer), each one's message index to its row in `kept` (`recv_ev` held the
+    row: -1 again after), and the event's `take` -1 again. True if an event has two copies
+    to one destination."""
+    lo = 0
+    while lo < copies:
+        e = send_ev[lo]
+        hi = lo + 1
+        while hi < copies and send_ev[hi] == e:
+            hi += 1
+        if hi - lo > 1:
+            for i in range(lo + 1, hi):
+                d = dst[i]
+                o = recv_ev[i]
+                j = i - 1
+                while j >= lo and dst[j] > d:
+                    dst[j + 1] = dst[j]
+                    recv_ev[j + 1] = recv_ev[j]
+                    j -= 1
+                dst[j + 1] = d
+                recv_ev[j + 1] = o
+            for i in range(lo, hi):
+                if i > lo and dst[i] == dst[i - 1] and dst[i] >= 0:
+                    return True
+                kept[recv_ev[i]] = i
+                recv_ev[i] = -1
+            take[e] = -1
+        lo = hi
     return False
 
 
 @njit(cache=True)
-def place_receives(send_of, event_of, process_of, copy_start, dst, recv_ev, take, etime,  # type: ignore[no-untyped-def]
+def place_receives(start, pairs, process_of, width, copy_start, dst, recv_ev, take, etime,  # type: ignore[no-untyped-def]
                    latency, values):  # fmt: skip
-    """Each receive of a sent message (bucketed by `place_sends`) finds its copy among
-    its send event's and sets its latency (recv - send time, clamped at 0; the send's time
-    is in latency[copy], put there by `place_sends`). Returns (True if one does not find
-    it: a bad table, the send is not there or the message is received twice; True if a
-    latency is negative, clock skew; True if `values` cannot serve as the channels'
-    latencies for `bucket_median`).
+    """Each receive of a sent message (bucketed by `place_sends`: bucket k holds the
+    receives start[k] .. start[k + 1]) finds its copy among its send event's, by its
+    receiver (the key's, `k % width`, or `process_of`'s), and sets its latency (recv - send
+    time, clamped at 0; the send's time is in latency[copy], put there by `place_sends`).
+    Returns (True if one does not find it: a bad table, the send is not there or the
+    message is received twice; True if a latency is negative, clock skew; True if `values`
+    cannot serve as the channels' latencies for `bucket_median`).
 
     The receives come sender by sender (by channel where `values` has a place for each:
-    then values[i] is the i-th one's latency, the channel buckets `medians` would make):
-    each sender's events and copies are read in a few ascending runs while they are in
-    the cache, where taken chunk by chunk (a receiver's rows) every sender's lines were
-    read again by each of its receivers' chunks (`bench/README.md`, issue 22)."""
+    then values[i] is the i-th one's latency, the channel buckets `medians` would make;
+    `values` may be `pairs`' bytes, each written once its pair is read): each sender's
+    events and copies are read in a few ascending runs while they are in the cache, where
+    taken chunk by chunk (a receiver's rows) every sender's lines were read again by each
+    of its receivers' chunks (`bench/README.md`, issue 22)."""
     skewed = False
     odd = False
     fills = len(values) > 0
-    for i in range(len(send_of)):
-        es = send_of[i]
-        p = process_of[i]
-        found = -1  # only send events have copies (`place_events`)
-        for m in range(copy_start[es], copy_start[es + 1]):
-            if dst[m] == p:
-                found = m
-                break
-        if found < 0 or recv_ev[found] >= 0:
-            return True, skewed, odd
-        e = event_of[i]
-        recv_ev[found] = e
-        take[e] = found
-        lat = etime[e] - latency[found]
-        if lat < 0:
-            skewed = True
-            lat = 0.0
-        latency[found] = lat
-        if fills:
-            values[i] = lat
-            # NaN and -0 make a selection's answer depend on the order: `medians` then
-            if lat != lat or (lat == 0 and math.copysign(1.0, lat) < 0):
-                odd = True
+    named = len(process_of) > 0
+    for key in range(len(start) - 1):
+        for i in range(start[key], start[key + 1]):
+            es = pairs[2 * i]
+            e = pairs[2 * i + 1]
+            p = process_of[i] if named else key % width
+            found = -1  # only send events have copies (`place_events`)
+            for m in range(copy_start[es], copy_start[es + 1]):
+                if dst[m] == p:
+                    found = m
+                    break
+            if found < 0 or recv_ev[found] >= 0:
+                return True, skewed, odd
+            recv_ev[found] = e
+            take[e] = found
+            lat = etime[e] - latency[found]
+            if lat < 0:
+                skewed = True
+                lat = 0.0
+            latency[found] = lat
+            if fills:
+                values[i] = lat
+                # NaN and -0 make a selection's answer depend on the order: `medians` then
+                if lat != lat or (lat == 0 and math.copysign(1.0, lat) < 0):
+                    odd = True
     return False, skewed, odd
 
 
@@ -216,16 +257,6 @@ def unmatched(recv_ev, latency, copies):  # type: ignore[no-untyped-def]
     for m in range(copies):
         if recv_ev[m] < 0:
             latency[m] = np.nan
-
-
-@njit(cache=True)
-def times(ev_start, etime):  # type: ignore[no-untyped-def]
-    """True when a gap between two events of a process is negative (clock skew)."""
-    for p in range(len(ev_start) - 1):
-        for e in range(ev_start[p] + 1, ev_start[p + 1]):
-            if etime[e] < etime[e - 1]:
-                return True
-    return False
 
 
 def medians(
