@@ -359,6 +359,18 @@ def _first(eng, t1, s1, t2, s2):  # type: ignore[no-untyped-def]
     return t1 < t2
 
 
+@njit(cache=True, inline="always")
+def _right_first(eng, ht, hs, child):  # type: ignore[no-untyped-def]
+    """1 if entry child + 1 goes before entry child, else 0: an integer, not a branch (a
+    branch on which child goes first was mispredicted half the time)."""
+    t1 = ht[child + 1]
+    t2 = ht[child]
+    first = t1 < t2
+    if t1 == t2:
+        first = _first(eng, t1, hs[child + 1], t2, hs[child])
+    return np.int64(first)
+
+
 @njit(cache=True)
 def _grown(values):  # type: ignore[no-untyped-def]
     out = np.empty(2 * len(values), values.dtype)
@@ -470,9 +482,8 @@ def _fill_hole(eng):  # type: ignore[no-untyped-def]
     i = 0
     child = 1
     while child < size:
-        right = child + 1
-        if right < size and _first(eng, ht[right], hs[right], ht[child], hs[child]):
-            child = right
+        if child + 1 < size:
+            child += _right_first(eng, ht, hs, child)
         ht[i] = ht[child]
         hs[i] = hs[child]
         i = child
