@@ -24,7 +24,7 @@ from numba import njit
 from causal_spark.replay.layout import CompiledTrace
 from causal_spark.replay.loop import post
 from causal_spark.replay.protocols.spec import SPECS
-from causal_spark.replay.structs import new_pool, pool_at, pool_release, pool_take
+from causal_spark.replay.structs import new_pool, pool_at, pool_release, pool_take, prefetch
 
 SPEC = SPECS["rst"]
 
@@ -61,6 +61,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
         row[i] = st.matrix[mine + i]
     for m in own:
         st.slot[m] = slot
+        prefetch(st.slot, m + 16)  # the sender's later copies (`prefetch_sent`)
         post(eng, lay, m, p, t, n * n)
     return True
 
