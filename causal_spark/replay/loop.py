@@ -92,6 +92,7 @@ from causal_spark.replay.structs import (
     pool_at,
     pool_release,
     pool_take,
+    prefetch_sent,
     push,
     queued,
 )
@@ -582,10 +583,9 @@ def _step(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
             eng.ex_count[p] += 1
         _complete(eng, lay, p, t)
     elif kind == SEND:
-        lo = lay.copy_start[e]
-        hi = lay.copy_start[e + 1]
-        causal = eng.flags[F_CAUSAL] != 0
-        own = 0
+        lo, hi = lay.copy_start[e], lay.copy_start[e + 1]
+        prefetch_sent(eng, lay, e, hi)
+        causal, own = eng.flags[F_CAUSAL] != 0, 0
         for m in range(lo, hi):
             eng.send_t[m] = t
         if eng.flags[F_VERIFY] != V_NONE:

@@ -30,7 +30,7 @@ from numba import njit
 from causal_spark.replay.layout import CompiledTrace
 from causal_spark.replay.loop import post
 from causal_spark.replay.protocols.spec import SPECS
-from causal_spark.replay.structs import new_pool, pool_at, pool_release, pool_take
+from causal_spark.replay.structs import new_pool, pool_at, pool_release, pool_take, prefetch
 
 SPEC = SPECS["ses"]
 
@@ -108,6 +108,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
             if e != d and row[2 * n + e] == 0:
                 size += 1
         st.slot[m] = slot
+        prefetch(st.slot, m + 16)  # the sender's later copies (`prefetch_sent`)
         post(eng, lay, m, p, t, n + size * (n + 1))
     for m in own:
         d = lay.dst[m]
