@@ -28,6 +28,7 @@ import gc
 import os
 import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,6 +116,49 @@ def settle_worker() -> None:
     gc.collect()
     gc.freeze()
     _settled = True
+
+
+# NumPy's switch for `madvise(MADV_HUGEPAGE)` on its arrays of 4 MB and more (private API:
+# absent, the arrays keep NumPy's default)
+_HUGE_PAGES: Callable[[bool], bool] | None = getattr(
+    getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None
+)
+
+
+@contextmanager
+def task_memory() -> Iterator[None]:
+    """An ingest task's allocations (then the worker's own again): Arrow's buffers from the
+    C allocator, NumPy's large arrays on ordinary pages. A task allocates and frees
+    several times its input's bytes; Arrow's default pool (mimalloc) hands freed pages
+    back to the kernel within milliseconds and NumPy asks for transparent huge pages, so
+    the next array of that size faults in (and the kernel zeroes, or compacts for) pages
+    again (the kernel's time, page faults and file writes, was 27-37% of the Python
+    workers' CPU in a 10^7-row ingest). glibc keeps freed blocks for reuse (the replay's
+    `memory.give_back` trims them)."""
+    pool = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    huge = _HUGE_PAGES(False) if _HUGE_PAGES is not None else None
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(pool)
+        if _HUGE_PAGES is not None and huge is not None:
+            _HUGE_PAGES(huge)
+
+
+TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def _task(run: TaskFunction) -> TaskFunction:
+    """`run` as an ingest task's `mapInArrow` function: the worker settled
+    (`settle_worker`), the task's allocations in `task_memory`."""
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        settle_worker()
+        with task_memory():
+            yield from run(batches)
+
+    return task
 
 
 def _task_tag() -> str:
@@ -216,12 +260,11 @@ def split_rows(
     stands for a shuffle whose rows would cross into the JVM's row format and back."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        settle_worker()
         for chunk in _chunks(batches, R.TYPED):
             for b, path in write_buckets(files.folder("typed"), chunk, SPLIT_KEYS, buckets):
                 yield _carrier(TYPED_FILE, path, b)
 
-    return run
+    return _task(run)
 
 
 def _typed_chunks(held: list[pa.Table], folder: str, buckets: int) -> Iterator[pa.RecordBatch]:
@@ -237,7 +280,6 @@ def split_carried(
     with a role is a carrier of a file written already (`made_and_split`), passed on."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        settle_worker()
         held: list[pa.Table] = []
         count = 0
         for batch in batches:
@@ -260,7 +302,7 @@ def split_carried(
         if held:
             yield from _typed_chunks(held, files.folder("typed"), buckets)
 
-    return run
+    return _task(run)
 
 
 def made_and_split(
@@ -291,7 +333,6 @@ def made_and_split(
         return _conformed(given, n, schema)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        settle_worker()
         numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
         for number in numbers:
             source, index = at[number]
@@ -329,7 +370,7 @@ def made_and_split(
                 rest_rows = pa.Table.from_batches(unplain)
                 yield _carrier(UNPLAIN_FILE, write_scratch(aside[0], rest_rows), aside[1])
 
-    return run
+    return _task(run)
 
 
 def _conformed(given: dict[str, pa.Array], n: int, schema: pa.Schema) -> pa.RecordBatch:
@@ -348,7 +389,6 @@ def by_process(
     mixed = frozenset(mixed_files)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        settle_worker()
         numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
         for number in numbers:
             paths = work[number]
@@ -359,7 +399,7 @@ def by_process(
             )
             yield from _step2(files, mixed, typed, buckets)
 
-    return run
+    return _task(run)
 
 
 def _step2(
@@ -439,12 +479,11 @@ def by_message(
     names = pa.array(list(shown), pa.string())
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        settle_worker()
         numbers = [int(i) for b in batches for i in b.column(0).to_pylist()]
         for number in numbers:
             yield from _step3(files, names, work[number])
 
-    return run
+    return _task(run)
 
 
 def _step3(files: PassFiles, names: pa.Array, work: Work) -> Iterator[pa.RecordBatch]:
