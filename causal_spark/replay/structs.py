@@ -424,6 +424,21 @@ def _right_first(eng, ht, hs, child):  # type: ignore[no-untyped-def]
     return np.int64(first)
 
 
+@njit(cache=True, inline="always")
+def _climb(eng, ht, hs, i, stop, t, s):  # type: ignore[no-untyped-def]
+    """Entry (t, s) into the heap at index i, climbing past its parents that it goes before,
+    to no index <= stop (push's and `_fill_hole`'s sift-up)."""
+    while i > stop:
+        parent = (i - 1) >> 1
+        if not _first(eng, t, s, ht[parent], hs[parent]):
+            break
+        ht[i] = ht[parent]
+        hs[i] = hs[parent]
+        i = parent
+    ht[i] = t
+    hs[i] = s
+
+
 @njit(cache=True)
 def _grown(values):  # type: ignore[no-untyped-def]
     out = np.empty(2 * len(values), values.dtype)
@@ -505,16 +520,7 @@ def push(eng, t, lam, prio, key, low, item, ckind, a, b, c):  # type: ignore[no-
         _grow_heap(eng)
         ht, hs = eng.ht, eng.hs
     cnt[K_HEAP] = size + 1
-    i = size
-    while i > stop:
-        parent = (i - 1) >> 1
-        if not _first(eng, t, slot, ht[parent], hs[parent]):
-            break
-        ht[i] = ht[parent]
-        hs[i] = hs[parent]
-        i = parent
-    ht[i] = t
-    hs[i] = slot
+    _climb(eng, ht, hs, size, stop, t, slot)
 
 
 @njit(cache=True)
@@ -541,15 +547,7 @@ def _fill_hole(eng):  # type: ignore[no-untyped-def]
         hs[i] = hs[child]
         i = child
         child = 2 * i + 1
-    while i > 0:
-        parent = (i - 1) >> 1
-        if not _first(eng, t, s, ht[parent], hs[parent]):
-            break
-        ht[i] = ht[parent]
-        hs[i] = hs[parent]
-        i = parent
-    ht[i] = t
-    hs[i] = s
+    _climb(eng, ht, hs, i, 0, t, s)
 
 
 @engine_njit(inline=True)
