@@ -80,13 +80,18 @@ def ensure_java() -> None:
 # Spark evaluates expressions instead of generating and compiling Java for every plan. The
 # same results (the test suite runs every driver so); a warm audit of data-samples/ spends
 # about 40 CPU-s less. Its Python workers are forked from a daemon that has imported what
-# they need (`app/daemon.py`), rather than each importing it. A profile's own settings of
-# these keys win.
+# they need (`app/daemon.py`), rather than each importing it, and one daemon serves both
+# kinds of Python task: Spark keys its daemons by the workers' environment, and SQL's Python
+# tasks (`mapInArrow`) add SPARK_SIMPLIFIED_TRACEBACK to it where RDD ones do not, so with
+# simplified tracebacks a small ingest started a second daemon for its last jobs (1.6 CPU-s
+# of its ~20; a failing task's traceback then keeps PySpark's own frames, as in the test
+# suite's drivers, tests/jvm.py). A profile's own settings of these keys win.
 SHORT_JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 SHORT_JOB_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.python.daemon.module": "causal_spark.app.daemon",
+    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
 }
 _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
