@@ -8,9 +8,12 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from causal_spark.app import daemon
 from causal_spark.config import SparkSettings
 
 log = logging.getLogger(__name__)
@@ -108,9 +111,13 @@ def session_conf(settings: SparkSettings, short: bool = False) -> dict[str, str]
     return {**SHORT_JOB_CONF, **conf}
 
 
-def build_session(settings: SparkSettings, short: bool = False) -> SparkSession:
+def build_session(
+    settings: SparkSettings, short: bool = False, stages: Sequence[str] = ()
+) -> SparkSession:
     """A SparkSession from the profile; under spark-submit, master and resources come from it.
-    `short`: a job over small inputs (`session_conf`), when this process starts the JVM."""
+    `short`: a job over small inputs (`session_conf`), when this process starts the JVM;
+    `stages`: the short job's stages, whose modules alone its Python daemon preloads
+    (`app/daemon.py`)."""
     ensure_java()
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):
         # local workers must run this interpreter (with pyarrow, numpy, ...), not
@@ -120,6 +127,8 @@ def build_session(settings: SparkSettings, short: bool = False) -> SparkSession:
     if settings.master and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = builder.master(settings.master)
     short = short and not os.environ.get("PYSPARK_GATEWAY_PORT")
+    if short and stages and SparkContext._active_spark_context is None:
+        os.environ[daemon.STAGES_ENV] = ",".join(stages)
     for key, value in sorted(session_conf(settings, short).items()):
         builder = builder.config(key, value)
     return builder.getOrCreate()
