@@ -1,10 +1,11 @@
-"""Small Spark helpers the engines share: cutting lineage, the shuffle width, partition keys."""
+"""Small Spark helpers the engines share: cutting lineage, the shuffle width, partition keys,
+case mapping."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 
@@ -54,3 +55,31 @@ def partition_keys(spark: SparkSession, wanted: list[int]) -> list[int]:
         keys.append(found[p][taken[p]])
         taken[p] += 1
     return keys
+
+
+# Spark's `lower` and `upper` of a string go through `CollationAwareUTF8String`, whose class
+# initialiser builds a title-case table over every Unicode code point with ICU: about 1.4
+# CPU-s in the first task of each JVM that calls either (a short job's C1-only JVM; most of
+# a small ingest's only such call). For an all-ASCII value (as many characters as bytes)
+# both map A-Z and a-z only, which `translate` does without that class; any other value
+# (and a null) still goes to Spark's own function, so every result is Spark's.
+_ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_ASCII_LOWER = _ASCII_UPPER.lower()
+
+
+def _all_ascii(text: Column) -> Column:
+    return F.length(text) == F.octet_length(text)
+
+
+def lower(text: Column) -> Column:
+    """`F.lower(text)`, the same value for every input, without ICU's tables for ASCII text."""
+    return F.when(_all_ascii(text), F.translate(text, _ASCII_UPPER, _ASCII_LOWER)).otherwise(
+        F.lower(text)
+    )
+
+
+def upper(text: Column) -> Column:
+    """`F.upper(text)`, the same value for every input, without ICU's tables for ASCII text."""
+    return F.when(_all_ascii(text), F.translate(text, _ASCII_LOWER, _ASCII_UPPER)).otherwise(
+        F.upper(text)
+    )

@@ -35,7 +35,7 @@ ingest data-samples` spent 95 CPU-seconds with the defaults. Every driver of the
   changed jar) runs without it; its logging is off so no warning reaches a compared output.
 
 These are the test suite's settings only (a short job of the product gets the first two
-too: app/session.py); the product's profiles are in conf/.
+and the one daemon too: app/session.py); the product's profiles are in conf/.
 """
 
 from __future__ import annotations

@@ -257,6 +257,7 @@ def test_a_short_job_on_a_local_master_gets_the_short_jvm_and_no_codegen(tmp_pat
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         "spark.python.daemon.module": "causal_spark.app.daemon",
+        "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
         "spark.driver.extraJavaOptions": SHORT_JOB_JAVA_OPTIONS,
     }
     own = SparkSettings(
@@ -268,6 +269,7 @@ def test_a_short_job_on_a_local_master_gets_the_short_jvm_and_no_codegen(tmp_pat
         "spark.sql.codegen.wholeStage": "true",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         "spark.python.daemon.module": "causal_spark.app.daemon",
+        "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
     }
     assert session_conf(local, short=False) == dict(local.conf)
     cluster = SparkSettings(master="spark://head:7077", conf={"a": "b"})
@@ -311,6 +313,20 @@ def test_the_daemon_preloads_without_starting_a_thread() -> None:
         timeout=120,
     )
     assert out.split() == ["[]", "1"]
+
+
+def test_the_daemon_preloads_what_the_named_stages_import() -> None:
+    """A job's stages choose the daemon's preload: an ingest's leaves Numba and the engines
+    to no one; every stage together, an unknown one, or none named preload all of PRELOAD."""
+    from causal_spark.app.daemon import BY_STAGE, COMMON, PRELOAD, modules_for
+
+    assert set(COMMON).union(*BY_STAGE.values()) == set(PRELOAD)
+    ingest = modules_for(["ingest"])
+    assert "causal_spark.ingest.tasks" in ingest and "pyspark.worker" in ingest
+    assert "numba" not in ingest and not any(".clocks." in m or ".replay." in m for m in ingest)
+    assert modules_for(list(BY_STAGE)) == PRELOAD
+    assert modules_for(["ingest", "unknown"]) == PRELOAD
+    assert modules_for(None) == PRELOAD
 
 
 @pytest.mark.slow

@@ -462,7 +462,9 @@ def run_job_of(
     try:
         named = _stages(args, config, warm)
         progress.say(f"{args.command}: starting Spark")
-        spark = session or build_session(config.spark, short=small)
+        spark = session or build_session(
+            config.spark, short=small, stages=[name for name, _ in named]
+        )
         progress.spark = spark
         warehouse = Warehouse(spark, args.warehouse, config.sink.format)
         incremental = None

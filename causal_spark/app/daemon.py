@@ -18,14 +18,21 @@ jemalloc (its background thread; jemalloc's own fork handlers take its locks bef
 fork and reset them in the child). `tests/test_warmup.py` checks that the modules start
 no Python thread. A module that fails to import is left
 to the workers, which import it (and report its error) as without this daemon.
+
+A job that names its stages (`STAGES_ENV`, set by `session.build_session` before the JVM
+starts, whose environment the daemon inherits on a local master) preloads only what those
+stages' tasks import (`BY_STAGE`): an ingest's workers import neither Numba nor the
+clocks, detect and replay modules (about 0.5 CPU-s of the daemon's ~2).
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 import traceback
+from collections.abc import Sequence
 
 # the modules a small audit's workers import (the union over its tasks), by their roots
 PRELOAD = (
@@ -45,6 +52,35 @@ PRELOAD = (
     "causal_spark.anomalies.crowns_slabs",
     "causal_spark.replay.adapter",
 )
+# the modules each stage's tasks import beyond `COMMON`; a stage not named here gets PRELOAD
+COMMON = ("numpy", "pandas", "pyarrow", "pyspark.worker")
+BY_STAGE: dict[str, tuple[str, ...]] = {
+    "ingest": ("causal_spark.io.sources", "causal_spark.io.readers", "causal_spark.ingest.tasks"),
+    "clocks": (
+        "numba",
+        "causal_spark.clocks.per_trace",
+        "causal_spark.clocks.distributed",
+        "causal_spark.clocks.scratch",
+    ),
+    "detect": (
+        "numba",
+        "causal_spark.anomalies.violations",
+        "causal_spark.anomalies.crowns",
+        "causal_spark.anomalies.crowns_slabs",
+    ),
+    "replay": ("numba", "causal_spark.replay.adapter"),
+    "compare": (),
+}
+# the job's stage names, comma-separated (unset: every module of PRELOAD)
+STAGES_ENV = "CAUSAL_SPARK_STAGES"
+
+
+def modules_for(stages: Sequence[str] | None) -> tuple[str, ...]:
+    """What to preload for a job of `stages` (None: PRELOAD), in PRELOAD's order."""
+    if stages is None or any(s not in BY_STAGE for s in stages):
+        return PRELOAD
+    wanted = set(COMMON).union(*(BY_STAGE[s] for s in stages))
+    return tuple(m for m in PRELOAD if m in wanted)
 
 
 def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
@@ -63,7 +99,8 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
 
 def main() -> None:
     """Preload, then run PySpark's daemon (it reads its worker module from argv)."""
-    preload()
+    named = os.environ.get(STAGES_ENV)
+    preload(modules_for(named.split(",") if named else None))
     from pyspark import daemon
 
     daemon.manager()

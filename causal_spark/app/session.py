@@ -8,9 +8,12 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from causal_spark.app import daemon
 from causal_spark.config import SparkSettings
 
 log = logging.getLogger(__name__)
@@ -80,13 +83,18 @@ def ensure_java() -> None:
 # Spark evaluates expressions instead of generating and compiling Java for every plan. The
 # same results (the test suite runs every driver so); a warm audit of data-samples/ spends
 # about 40 CPU-s less. Its Python workers are forked from a daemon that has imported what
-# they need (`app/daemon.py`), rather than each importing it. A profile's own settings of
-# these keys win.
+# they need (`app/daemon.py`), rather than each importing it, and one daemon serves both
+# kinds of Python task: Spark keys its daemons by the workers' environment, and SQL's Python
+# tasks (`mapInArrow`) add SPARK_SIMPLIFIED_TRACEBACK to it where RDD ones do not, so with
+# simplified tracebacks a small ingest started a second daemon for its last jobs (1.6 CPU-s
+# of its ~20; a failing task's traceback then keeps PySpark's own frames, as in the test
+# suite's drivers, tests/jvm.py). A profile's own settings of these keys win.
 SHORT_JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 SHORT_JOB_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.python.daemon.module": "causal_spark.app.daemon",
+    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
 }
 _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
@@ -103,9 +111,13 @@ def session_conf(settings: SparkSettings, short: bool = False) -> dict[str, str]
     return {**SHORT_JOB_CONF, **conf}
 
 
-def build_session(settings: SparkSettings, short: bool = False) -> SparkSession:
+def build_session(
+    settings: SparkSettings, short: bool = False, stages: Sequence[str] = ()
+) -> SparkSession:
     """A SparkSession from the profile; under spark-submit, master and resources come from it.
-    `short`: a job over small inputs (`session_conf`), when this process starts the JVM."""
+    `short`: a job over small inputs (`session_conf`), when this process starts the JVM;
+    `stages`: the short job's stages, whose modules alone its Python daemon preloads
+    (`app/daemon.py`)."""
     ensure_java()
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):
         # local workers must run this interpreter (with pyarrow, numpy, ...), not
@@ -115,6 +127,8 @@ def build_session(settings: SparkSettings, short: bool = False) -> SparkSession:
     if settings.master and not os.environ.get("PYSPARK_GATEWAY_PORT"):
         builder = builder.master(settings.master)
     short = short and not os.environ.get("PYSPARK_GATEWAY_PORT")
+    if short and stages and SparkContext._active_spark_context is None:
+        os.environ[daemon.STAGES_ENV] = ",".join(stages)
     for key, value in sorted(session_conf(settings, short).items()):
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -8,6 +8,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from causal_spark import _spark
 from causal_spark import columns as C
 from causal_spark.ingest.keys import KIND_ALIASES, IngestError
 from causal_spark.ingest.rows_kernel import (
@@ -37,7 +38,7 @@ def _blank_to_null(column: Column) -> Column:
 
 
 def _normalized_kind(raw_kind: Column) -> Column:
-    lowered = F.lower(F.trim(raw_kind))
+    lowered = _spark.lower(F.trim(raw_kind))
     mapping = F.create_map(*[F.lit(x) for pair in KIND_ALIASES.items() for x in pair])
     return mapping[lowered]
 

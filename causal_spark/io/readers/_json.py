@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from causal_spark import _spark
 from causal_spark import columns as C
 from causal_spark.io.readers.base import RECORD, UNPARSEABLE, capped, rejected
 
@@ -23,7 +24,7 @@ def is_object(text: Column) -> Column:
 
 def lower_id(text: Column) -> Column:
     """An id as lower-case text; blank is null."""
-    trimmed = F.lower(F.trim(text))
+    trimmed = _spark.lower(F.trim(text))
     return F.when(trimmed != "", trimmed)
 
 

@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from causal_spark import _spark
 from causal_spark import columns as C
 from causal_spark.io.readers import spans as S
 from causal_spark.io.readers._json import integer, is_object, lower_id, unreadable_documents
@@ -146,8 +147,8 @@ def span_records(spark: SparkSession, files: Sequence[str]) -> tuple[DataFrame, 
         integer(F.col("s.duration")).alias("__jg_duration"),
     )
     refs = F.coalesce(F.col("s.references"), F.array())
-    child_of = F.filter(refs, lambda r: F.upper(r["refType"]) == "CHILD_OF")
-    follows = F.filter(refs, lambda r: F.upper(r["refType"]) == "FOLLOWS_FROM")
+    child_of = F.filter(refs, lambda r: _spark.upper(r["refType"]) == "CHILD_OF")
+    follows = F.filter(refs, lambda r: _spark.upper(r["refType"]) == "FOLLOWS_FROM")
     deprecated_parent = F.when(
         lower_id(F.col("s.parentSpanID")).isNotNull(),
         F.struct(

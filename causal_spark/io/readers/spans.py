@@ -38,6 +38,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from causal_spark import _spark
 from causal_spark import columns as C
 from causal_spark.io.readers import spans_kernel
 from causal_spark.io.readers.base import (
@@ -98,7 +99,7 @@ SPAN_SCHEMA = T.StructType(
 
 def normalized_kind(kind: Column) -> Column:
     """CLIENT, SERVER, PRODUCER, CONSUMER, or null (local, internal or unknown)."""
-    upper = F.upper(F.trim(kind))
+    upper = _spark.upper(F.trim(kind))
     return F.when(upper.isin(CLIENT, SERVER, PRODUCER, CONSUMER), upper)
 
 

@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from causal_spark import _spark
 from causal_spark import columns as C
 from causal_spark.io.readers import spans as S
 from causal_spark.io.readers._json import integer, is_object, lower_id, unreadable_documents
@@ -142,7 +143,7 @@ def span_records(spark: SparkSession, files: Sequence[str]) -> tuple[DataFrame, 
             ),
         ).alias(S.PARENT),
         S.normalized_kind(F.col("s.kind")).alias(S.KIND),
-        (F.lower(F.trim(F.col("s.shared"))) == "true").alias(S.SHARED),
+        (_spark.lower(F.trim(F.col("s.shared"))) == "true").alias(S.SHARED),
         F.col("e.serviceName").alias(S.SERVICE),
         instance_of(F.col("e")).alias(S.INSTANCE),
         start.alias(S.START_NS),
