@@ -41,20 +41,23 @@ SPEC = SPECS["sa"]
 # State, for n processes (Sánchez & Álvarez §3, as the reference class in
 # tests/oracles/replay/protocols/sa.py):
 # - k[0]: the threshold of non-zero entries;
-# - matrix[(p * n + x) * n + c]: M[x, c] of Pi, dense and flat (n x n x n: the loop
-#   indexes a 1-D array through its data pointer, with no reference counted per access,
-#   `loop._pointers`); every entry the reference holds is >= 1, so 0 stands for an
-#   absent entry and the non-zero count is the dict's size;
+# - matrix[(p * n + c) * n + x]: M[x, c] of Pi, dense and flat, by column (n x n x n: the
+#   loop indexes a 1-D array through its data pointer, with no reference counted per
+#   access, `loop._pointers`; a column, which a copy's enabling test, an extra message and
+#   a send read or reset, is contiguous); every entry the reference holds is >= 1, so 0
+#   stands for an absent entry and the non-zero count is the dict's size;
 # - nnz[p], columns[p * n + c]: the non-zero entries of matrix[p], and of its column c
 #   (kept up to date, so the threshold check and the fullest column cost n, not n^2);
 # - deliv[p * n + x]: DELIV_p[x];
 # - pool: one row per send event, shared by its copies and released when the last
 #   one is delivered: the sender's M after the whole multicast (n x n) and before
-#   it (n x n); a copy to d carries column d of the second, the rest of the first;
+#   it (n x n), by column as `matrix`; a copy to d carries column d of the second, the
+#   rest of the first;
 # - slot[m]: copy m's pool row;
-# - extra_pool: one row per extra message: the column's constraints (n), the sender
-#   and the next extra message waiting at the same process; the control message
-#   carries only its row (released on its delivery);
+# - extra_pool: one row per extra message: the column's constraints (n), the sender,
+#   the next extra message waiting at the same process, and the constraint that last
+#   failed (DELIV only grows: `settle` tests it first, one comparison while it fails);
+#   the control message carries only its row (released on its delivery);
 # - head[p], tail[p]: the extra messages that reached p and wait, a list in arrival
 #   order (the order `settle` scans them in, as the reference's list);
 # - changed[p]: 1 when DELIV_p or p's waiting list changed since `settle` last found
@@ -79,7 +82,7 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
         np.zeros(n * n, count),
         new_pool(2 * n * n, dtype=count),
         np.full(trace.messages, -1, np.int32),
-        new_pool(n + 2),
+        new_pool(n + 3),
         np.full(n, -1, np.int64),
         np.full(n, -1, np.int64),
         np.zeros(n, np.int8),
@@ -102,16 +105,18 @@ def _thin(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
                 j = c
         slot = pool_take(st.extra_pool, 1)
         row = pool_at(st.extra_pool, slot)
+        column = mine + j * n
         for x in range(n):
-            row[x] = st.matrix[mine + x * n + j]
+            row[x] = st.matrix[column + x]
         row[n] = p
         row[n + 1] = -1
+        row[n + 2] = 0
         count = st.columns[base + j]
         control(eng, lay, p, j, t, _EXTRA, 3 * count, slot, 0, 0)
-        own = st.matrix[mine + p * n + j]
+        own = st.matrix[column + p]
         for x in range(n):
-            st.matrix[mine + x * n + j] = 0
-        st.matrix[mine + p * n + j] = own + 1
+            st.matrix[column + x] = 0
+        st.matrix[column + p] = own + 1
         st.nnz[p] -= count - 1
         st.columns[base + j] = 1
 
@@ -132,8 +137,8 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     for m in own:
         d = lay.dst[m]
         for x in range(n):
-            row[x * n + d] = 0
-        row[p * n + d] = row[nn + p * n + d] + 1
+            row[d * n + x] = 0
+        row[d * n + p] = row[nn + d * n + p] + 1
         total -= st.columns[base + d] - 1
     for m in own:
         # column d as before the send, the others as after it
@@ -143,7 +148,7 @@ def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     for m in own:
         d = lay.dst[m]
         for x in range(n):
-            st.matrix[mine + x * n + d] = row[x * n + d]
+            st.matrix[mine + d * n + x] = row[d * n + x]
         st.columns[base + d] = 1
     st.nnz[p] = total
     _thin(st, eng, lay, p, t)
@@ -176,22 +181,24 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
         while slot >= 0:
             row = pool_at(st.extra_pool, slot)
             following = row[n + 1]
-            met = True
-            for x in range(n):
-                if st.deliv[base + x] < row[x]:
-                    met = False
+            block = row[n + 2]
+            if st.deliv[base + block] >= row[block]:  # else it still fails there
+                for x in range(n):
+                    if st.deliv[base + x] < row[x]:
+                        block = x
+                        break
+                if st.deliv[base + block] >= row[block]:  # met
+                    if before >= 0:
+                        pool_at(st.extra_pool, before)[n + 1] = following
+                    else:
+                        st.head[p] = following
+                    if following < 0:
+                        st.tail[p] = before
+                    st.deliv[base + row[n]] += 1
+                    pool_release(st.extra_pool, slot)
+                    progress = True
                     break
-            if met:
-                if before >= 0:
-                    pool_at(st.extra_pool, before)[n + 1] = following
-                else:
-                    st.head[p] = following
-                if following < 0:
-                    st.tail[p] = before
-                st.deliv[base + row[n]] += 1
-                pool_release(st.extra_pool, slot)
-                progress = True
-                break
+                row[n + 2] = block
             before = slot
             slot = following
 
@@ -200,11 +207,11 @@ def c_settle(st, eng, lay, p, t):  # type: ignore[no-untyped-def]
 def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     n = lay.n
     row = pool_at(st.pool, st.slot[m])
-    # the constraints of column p, from the sender's matrix before the send
-    for x in range(n):  # noqa: SIM110 (a loop compiles; a generator does not)
-        if st.deliv[p * n + x] < row[n * n + x * n + p]:
-            return False
-    return True
+    column = n * n + p * n  # the constraints of column p, from the sender's M before the send
+    below = False
+    for x in range(n):  # no early exit: a branch-free loop (vector instructions)
+        below |= st.deliv[p * n + x] < row[column + x]
+    return not below
 
 
 @njit(cache=True)
@@ -215,14 +222,19 @@ def c_delivered(st, eng, lay, p, m, t):  # type: ignore[no-untyped-def]
     row = pool_at(st.pool, st.slot[m])
     st.deliv[base + lay.src[m]] += 1
     st.changed[p] = 1
-    for x in range(n):
-        at = x * n
-        for c in range(n):
-            value = row[at + c]
-            if value != 0 and c != p and value > st.matrix[mine + at + c]:
-                if st.matrix[mine + at + c] == 0:
-                    st.columns[base + c] += 1
-                    st.nnz[p] += 1
-                st.matrix[mine + at + c] = value
+    # M[-, c] := max(M[-, c], W[-, c]) for c != p; entries are >= 0, so an entry is new
+    # where M's is 0 and W's is not (branch-free: vector instructions)
+    for c in range(n):
+        if c == p:
+            continue
+        column = c * n
+        added = 0
+        for x in range(n):
+            value = row[column + x]
+            old = st.matrix[mine + column + x]
+            added += (old == 0) & (value != 0)
+            st.matrix[mine + column + x] = value if value > old else old
+        st.columns[base + c] += added
+        st.nnz[p] += added
     pool_release(st.pool, st.slot[m])
     _thin(st, eng, lay, p, t)
