@@ -53,12 +53,19 @@ def make_state(trace: CompiledTrace, params: Mapping[str, object]) -> tuple[Any,
 def c_send(st, eng, lay, p, own, t):  # type: ignore[no-untyped-def]
     n = lay.n
     mine = p * n * n
-    for m in own:
-        st.matrix[mine + lay.dst[m] * n + p] += 1  # M[p, d]
+    matrix = st.matrix
     slot = pool_take(st.pool, len(own))
     row = pool_at(st.pool, slot)
+    # M[p, d] += 1 for each destination d, then every copy carries M: copied first, and
+    # incremented in the copy and then in M (a store then a wider load of the same
+    # integers stalled the copy)
     for i in range(n * n):
-        row[i] = st.matrix[mine + i]
+        row[i] = matrix[mine + i]
+    for m in own:
+        row[lay.dst[m] * n + p] += 1  # M[p, d]
+    for m in own:
+        at = lay.dst[m] * n + p
+        matrix[mine + at] = row[at]
     for m in own:
         st.slot[m] = slot
         prefetch(st.slot, m + 16)  # the sender's later copies (`prefetch_sent`)
@@ -74,11 +81,12 @@ def c_deliverable(st, eng, lay, p, m):  # type: ignore[no-untyped-def]
     column = p * n * n + p * n  # M[., p] of process p; w's column p is at p * n
     if w[p * n + j] != st.matrix[column + j] + 1:
         return False
-    short = 0  # > 0 when some M[k, p] < W[k, p]: branch-free (vectorised), W[j, p] excepted
+    # some M[k, p] < W[k, p] for k != j: compared, not subtracted (no widening), and
+    # branch-free (vectorised); W[j, p] = M[j, p] + 1 passes as M[j, p] + 1
+    short = False
     for k in range(n):
-        gap = w[p * n + k] - st.matrix[column + k]
-        short = max(short, gap if k != j else 0)
-    return short <= 0
+        short |= w[p * n + k] > st.matrix[column + k] + (1 if k == j else 0)
+    return not short
 
 
 @njit(cache=True)
