@@ -263,7 +263,8 @@ def _components_grouped(vertices: DataFrame, edges: DataFrame) -> Components:
         )
         .applyInArrow(_label_traces, schema)
     )
-    return Components(checkpoint(labels), "grouped", 1)
+    # not checkpointed: the plan, its one reader in the product, checkpoints its join to it
+    return Components(labels, "grouped", 1)
 
 
 NODE = "node"

@@ -6,11 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from causal_spark.clocks.distributed import split_units
 from causal_spark.clocks.per_trace import whole_units
-from causal_spark.clocks.plan import BOUNDS, N_SLABS, PROC_EVENTS, UNIT, plan_units
+from causal_spark.clocks.plan import plan_units
 from causal_spark.config import ClockSettings
 from causal_spark.sinks import FileWriter
 
@@ -61,21 +60,12 @@ def with_clocks(
     settings = settings or ClockSettings()
     plan = plan_units(events, messages, settings)
     info = plan.units
-    split = F.col(N_SLABS) > 1
-    shape = info.agg(
-        F.max(N_SLABS).alias(N_SLABS),
-        F.max(F.size(BOUNDS)).alias(BOUNDS),
-        F.sum(F.when(~split, F.col(PROC_EVENTS))).alias("whole_events"),
-        F.count_distinct(F.when(~split, F.struct(*UNIT))).alias("whole_units"),
-    ).first()
-    assert shape is not None  # an aggregate without grouping has one row
     # built once (its small checkpoints and key probe are Spark jobs), run per writer
-    whole = whole_units(
-        events, messages, plan, settings, shape["whole_events"] or 0, shape["whole_units"]
-    )
-    if (shape[N_SLABS] or 1) == 1:
+    whole = whole_units(events, messages, plan, settings, plan.whole_events, plan.whole_units)
+    if plan.max_slabs == 1:
         return ClockResult(whole.clock(None), info, plan.component_rounds, 1, whole.clock)
-    slabbed = split_units(events, messages, info, max(0, shape[BOUNDS] or 0))
+    # every process of a split unit has max_slabs - 1 slab starts at most (`plan_units`)
+    slabbed = split_units(events, messages, info, plan.max_slabs - 1)
 
     def clocked(writer: FileWriter | None) -> DataFrame:
         return slabbed.clock(writer).unionByName(whole.clock(writer))

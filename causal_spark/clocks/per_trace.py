@@ -275,12 +275,21 @@ def _group_keys(spark: SparkSession, batches: int, parts: int) -> list[int]:
     large unit would share a partition (and a core) as often as hashes collide. The key of
     group (b, k) is instead a distinct int that Spark's own hash partitioning sends to
     partition (b + k) mod partitions (`_spark.partition_keys`): the parts of a unit, and the
-    first `partitions` batches, get different partitions.
+    first `partitions` batches, get different partitions. Found once per process for each
+    (partitions, batches, parts) (`_GROUP_KEYS`).
     """
     partitions = shuffle_partitions(spark)
-    return partition_keys(
-        spark, [(b + k) % partitions for b in range(batches) for k in range(parts)]
-    )
+    shape = (partitions, batches, parts)
+    if shape not in _GROUP_KEYS:
+        _GROUP_KEYS[shape] = partition_keys(
+            spark, [(b + k) % partitions for b in range(batches) for k in range(parts)]
+        )
+    return list(_GROUP_KEYS[shape])
+
+
+# `_group_keys` by (shuffle partitions, batches, parts): the keys depend on nothing else
+# (Spark's `hash` of an int is the same in every session), and finding them is a Spark job
+_GROUP_KEYS: dict[tuple[int, int, int], list[int]] = {}
 
 
 def _batch_pass(

@@ -137,11 +137,18 @@ class Plan:
     """units: one row per (trace, process), see `plan_units`. names: one row per (trace,
     pidx, process, source) found in the events, with source_code (int: the source's rank
     among its process's sources, from 0), so the per-trace engine can ship codes instead
-    of strings. Both small and checkpointed."""
+    of strings. Both small; units is checkpointed, names is a window over a checkpoint
+    (its one reader, the placement, checkpoints what it makes of it). max_slabs: the
+    most slabs of any unit (1 when none is split: every process then has as many slab
+    starts, max_slabs - 1); whole_events, whole_units: the events and the number of the
+    units of one slab (the per-trace engine's)."""
 
     units: DataFrame
     names: DataFrame
     component_rounds: int
+    max_slabs: int = 1
+    whole_events: int = 0
+    whole_units: int = 0
 
 
 def plan_units(events: DataFrame, messages: DataFrame, settings: ClockSettings) -> Plan:
@@ -170,7 +177,8 @@ def plan_units(events: DataFrame, messages: DataFrame, settings: ClockSettings) 
         F.max("__ts_max").alias("__ts_max"),
         F.sum("__ts_known").alias("__ts_known"),
     )
-    counts = checkpoint(counts)  # read twice: by the components and joined to them
+    # not checkpointed: a small aggregate of the checkpointed `named`, read by the components
+    # and joined to them, both inside the checkpoint of `info` below
     names = named.select(
         C.TRACE_ID,
         F.col(C.PIDX).cast("int").alias(C.PIDX),
@@ -215,8 +223,25 @@ def plan_units(events: DataFrame, messages: DataFrame, settings: ClockSettings) 
         .withColumn(T_MAX, F.max("__ts_max").over(per_unit))
     )
     info = checkpoint(info)
-    bounds = _time_bounds(events, info)
-    planned = info.join(F.broadcast(bounds), [C.TRACE_ID, C.PIDX], "left").select(
+    split = F.col(N_SLABS) > 1
+    shape = info.agg(
+        F.max(N_SLABS).alias(N_SLABS),
+        F.max((split & F.col("__timed")).cast("int")).alias("timed_split"),
+        F.sum(F.when(~split, F.col(PROC_EVENTS))).alias("whole_events"),
+        # a component's number is its smallest pidx: one row of each unit has pidx = component
+        # (a count, not a count_distinct: one aggregation, not three Spark jobs)
+        F.count(F.when(~split & (F.col(C.PIDX) == F.col(COMPONENT)), F.lit(1))).alias(
+            "whole_units"
+        ),
+    ).first()
+    assert shape is not None  # an aggregate without grouping has one row
+    if shape["timed_split"]:
+        bounds = _time_bounds(events, info)
+        slabbed = info.join(F.broadcast(bounds), [C.TRACE_ID, C.PIDX], "left")
+        timed_bounds = F.col(BOUNDS)
+    else:  # no split unit is timed: no pass over the events for time bands
+        slabbed, timed_bounds = info, F.lit(None).cast("array<long>")
+    planned = slabbed.select(
         C.TRACE_ID,
         F.col(C.PIDX).cast("int").alias(C.PIDX),
         COMPONENT,
@@ -225,14 +250,22 @@ def plan_units(events: DataFrame, messages: DataFrame, settings: ClockSettings) 
         F.col(UNIT_EVENTS).cast("long").alias(UNIT_EVENTS),
         N_SLABS,
         F.when(F.col(N_SLABS) == 1, F.array().cast("array<long>"))
-        .when(F.col("__timed"), F.col(BOUNDS))
+        .when(F.col("__timed"), timed_bounds)
         .otherwise(_fraction_bounds())
         .alias(BOUNDS),
         CLOCKS,
         F.col(ESTIMATE).cast("long").alias(ESTIMATE),
         F.col(REASON).cast("string").alias(REASON),
     )
-    return Plan(checkpoint(planned), checkpoint(names), found.rounds)
+    # `names` is read once, by the placement of the whole units, which checkpoints its join
+    return Plan(
+        checkpoint(planned),
+        names,
+        found.rounds,
+        max_slabs=shape[N_SLABS] or 1,
+        whole_events=shape["whole_events"] or 0,
+        whole_units=shape["whole_units"],
+    )
 
 
 def _fraction_bounds() -> Column:
