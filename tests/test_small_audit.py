@@ -21,7 +21,7 @@ from causal_spark import tables
 from causal_spark.app.cli import run
 from causal_spark.app.progress import Progress
 from causal_spark.app.warmup import LARGE_INPUT_BYTES, small_inputs
-from causal_spark.clocks import units_kernel
+from causal_spark.clocks import per_trace, units_kernel
 from causal_spark.clocks.recorded import RECORDED_VC
 from causal_spark.clocks.units_kernel import units_clocks_at
 from causal_spark.sinks import Warehouse
@@ -62,6 +62,9 @@ def test_a_small_audit_runs_its_pinned_spark_jobs_per_stage(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     argv = ["audit", "data-samples", "--warehouse", str(tmp_path / "wh"), "--conf", "conf/test.yml"]
+    # as a fresh process runs it: the per-trace engine's group keys are found by a Spark job
+    # once per process (`per_trace._GROUP_KEYS`), so an earlier test's run would hide it
+    per_trace._GROUP_KEYS.clear()
     found = jobs_per_stage(spark, [*argv, "--protocols", "none"], "small-audit")
     assert found == JOBS
 
