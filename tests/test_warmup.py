@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
-from causal_spark.app.session import SHORT_JOB_JAVA_OPTIONS, session_conf
+from causal_spark.app.session import SESSION_CONF, SHORT_JOB_JAVA_OPTIONS, session_conf
 from causal_spark.app.warmup import WarmUp, small_inputs
 from causal_spark.config import SparkSettings, load_config
 
@@ -244,6 +245,20 @@ def test_the_warm_up_compiles_every_replay_function_the_grouped_udf_calls() -> N
     assert json.loads(out[-1]) == {}
 
 
+def test_every_session_turns_pyspark_dataframe_debugging_off(spark: SparkSession) -> None:
+    """PySpark 4 records each Column function's Python call site in the JVM (about six py4j
+    round trips a call) unless the session says otherwise: the suite's session, built as
+    the product builds its own, says so and PySpark reads it; a profile's own setting wins."""
+    from pyspark.errors.utils import is_debugging_enabled
+
+    (key,) = SESSION_CONF
+    assert spark.conf.get(key) == "false"
+    assert not is_debugging_enabled()
+    own = SparkSettings(master="local[2]", conf={key: "true"})
+    assert session_conf(own)[key] == "true"
+    assert session_conf(own, short=True)[key] == "true"
+
+
 def test_a_short_job_on_a_local_master_gets_the_short_jvm_and_no_codegen(tmp_path: Path) -> None:
     """The README's first audit (data-samples/, the embedded local profile) is a short job:
     its driver JVM runs C1 only, after the profile's own Java options, and Spark evaluates
@@ -253,6 +268,7 @@ def test_a_short_job_on_a_local_master_gets_the_short_jvm_and_no_codegen(tmp_pat
     assert small_inputs([str(ROOT / "data-samples")])
     short = session_conf(local, short=True)
     assert short == {
+        **SESSION_CONF,
         **local.conf,
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
@@ -265,15 +281,16 @@ def test_a_short_job_on_a_local_master_gets_the_short_jvm_and_no_codegen(tmp_pat
         conf={"spark.driver.extraJavaOptions": "-Dx=1", "spark.sql.codegen.wholeStage": "true"},
     )
     assert session_conf(own, short=True) == {
+        **SESSION_CONF,
         "spark.driver.extraJavaOptions": f"-Dx=1 {SHORT_JOB_JAVA_OPTIONS}",
         "spark.sql.codegen.wholeStage": "true",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         "spark.python.daemon.module": "causal_spark.app.daemon",
         "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
     }
-    assert session_conf(local, short=False) == dict(local.conf)
+    assert session_conf(local, short=False) == {**SESSION_CONF, **local.conf}
     cluster = SparkSettings(master="spark://head:7077", conf={"a": "b"})
-    assert session_conf(cluster, short=True) == {"a": "b"}
+    assert session_conf(cluster, short=True) == {**SESSION_CONF, "a": "b"}
     big = tmp_path / "big.jsonl"
     with big.open("wb") as out:
         out.truncate(17 << 20)

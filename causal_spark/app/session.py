@@ -77,6 +77,16 @@ def ensure_java() -> None:
     _JAVA_FOUND.add(_java_settings())
 
 
+# Every session: PySpark's DataFrame debugging off. On (PySpark 4's default), each call of a
+# Column function first records its Python call site in the JVM for the query context of an
+# analysis error: about six more py4j round trips a call, each a reflective lookup on the
+# JVM side that throws (and fills in the stack of) a NoSuchFieldException or a
+# ClassNotFoundException after searching every jar. A warm audit of data-samples/ made
+# 12 700 such lookups with it, 5 000 without, and spent ~10% less CPU (bench/README.md,
+# "Stop 42"); the pipeline builds its plans in its own code, whose lines such a context
+# would name. A profile's own setting wins.
+SESSION_CONF = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+
 # A short job (`build_session(short=True)`: a local master over small inputs, where the JVM's
 # own start-up work dominates; bench/README.md, "The worked example end to end"): the JIT
 # compiles with C1 only (C2 optimises for a peak speed a job of seconds never reaches) and
@@ -102,8 +112,9 @@ _DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 def session_conf(settings: SparkSettings, short: bool = False) -> dict[str, str]:
     """The Spark settings `build_session` gives the builder: the profile's, and for a
     `short` job on a local master the short job's (`SHORT_JOB_CONF`, the driver JVM's
-    `SHORT_JOB_JAVA_OPTIONS` after the profile's own options)."""
-    conf = dict(settings.conf)
+    `SHORT_JOB_JAVA_OPTIONS` after the profile's own options); every session's
+    `SESSION_CONF` under the profile's."""
+    conf = {**SESSION_CONF, **settings.conf}
     if not short or not (settings.master or "").startswith("local"):
         return conf
     own = conf.get(_DRIVER_JAVA_OPTIONS, "")
