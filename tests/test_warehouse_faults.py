@@ -38,26 +38,25 @@ pytestmark = pytest.mark.slow
 DATA = ["events", "messages", "quarantine"]
 CONF = ["--conf", "conf/test.yml"]
 
-# runs `causal-spark` with a hook that, at the commit point named, says so and sleeps
+# runs `causal-spark` with a hook that, at each commit point named, says so (a file
+# `at-<point>`) and waits until the file is gone: the test freezes it there, or kills it
 DRIVER = """
 import sys, time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 import causal_spark.app.cli as cli
-marker, point, argv = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+folder, points, argv = Path(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
 job = cli.run_job
 
 def stop(name):
-    if name == point:
-        marker.write_text(point)
-        time.sleep(600)
+    if name in points:
+        marker = folder / f"at-{name}"
+        marker.write_text(name)
+        while marker.exists():
+            time.sleep(0.05)
 
 def hooked(*args, **kwargs):
-    if point == "staged":
-        kwargs["on_staged"] = lambda table: stop("staged" if table == "quarantine" else "")
-    else:
-        kwargs["on_committed"] = stop
+    kwargs["on_staged"] = lambda table: stop("staged" if table == "quarantine" else "")
+    kwargs["on_committed"] = stop
     return job(*args, **kwargs)
 
 cli.run_job = hooked
@@ -119,16 +118,20 @@ POINTS = {
 }
 
 
-# victims run this many at a time: each is a cold driver that mostly waits (on its JVM, on
-# Spark's scheduler), so the next ones start while a killed one's aftermath is checked
-AT_ONCE = 3
+# the points one victim goes through, in its commit order: it is frozen (SIGSTOP to its
+# process group) at each but the last, its warehouse copied as it stands and the victim
+# let go on (SIGCONT); at the last it is SIGKILLed with its process group. A frozen
+# process writes nothing more, so the copy is what a kill there leaves on disk; each group
+# ends in a real kill (`events`: rolled back after a table commit; `runs`: committed)
+GROUPS = (("staged", "intent", "events"), ("messages", "quarantine", "runs"))
 
 
 @dataclass
 class Victim:
-    """One `causal-spark ingest` of input B into a copy of warehouse A, stopped at `point`."""
+    """One `causal-spark ingest` of input B into a copy of warehouse A, stopped at each
+    of `points` in turn: frozen and copied at each but the last, killed at the last."""
 
-    point: str
+    points: list[str]
     folder: Path
     process: subprocess.Popen[bytes] | None = None
 
@@ -136,16 +139,13 @@ class Victim:
     def warehouse(self) -> Path:
         return self.folder / "wh"
 
-    @property
-    def marker(self) -> Path:
-        return self.folder / "marker"
-
     def start(self, second: Path, ref_a: Path) -> None:
+        self.folder.mkdir()
         shutil.copytree(ref_a, self.warehouse)
         argv = ["ingest", str(second), "--warehouse", str(self.warehouse), *CONF]
         with open(self.folder / "victim.err", "w") as err:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", DRIVER, str(self.marker), self.point, *argv],
+                [sys.executable, "-c", DRIVER, str(self.folder), ",".join(self.points), *argv],
                 cwd=ROOT,
                 env=_env(),
                 start_new_session=True,
@@ -153,16 +153,27 @@ class Victim:
                 stderr=err,
             )
 
-    def kill_at_its_point(self) -> None:
-        """Wait until the victim says it reached its point, then SIGKILL its process group
-        (the driver, its JVM and its workers)."""
+    def stopped_at(self, point: str) -> Path:
+        """Wait until the victim says it reached `point`; the warehouse as a kill there
+        leaves it: a copy taken while the victim is frozen, or the victim's own once it
+        is SIGKILLed (`point` its last)."""
         assert self.process is not None
+        marker = self.folder / f"at-{point}"
         deadline = time.monotonic() + 900
-        while not self.marker.exists():
+        while not marker.exists():
             assert self.process.poll() is None, (self.folder / "victim.err").read_text()[-3000:]
             assert time.monotonic() < deadline
-            time.sleep(0.2)
-        self.kill()
+            time.sleep(0.1)
+        if point == self.points[-1]:
+            self.kill()
+            return self.warehouse
+        os.killpg(self.process.pid, signal.SIGSTOP)
+        try:
+            copy = shutil.copytree(self.warehouse, self.folder / f"wh-{point}")
+        finally:
+            os.killpg(self.process.pid, signal.SIGCONT)
+        marker.unlink()
+        return copy
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -172,35 +183,25 @@ class Victim:
 
 
 class Victims:
-    """The module's victims, `AT_ONCE` running at a time, started in the tests' order."""
+    """The module's victims (one per group of `GROUPS` with a selected point), all
+    started at once: each is a cold driver that mostly waits (on its JVM, on Spark's
+    scheduler)."""
 
     def __init__(self, points: list[str], root: Path, second: Path, ref_a: Path) -> None:
-        self.pending = [Victim(p, root / p) for p in points]
-        self.running: dict[str, Victim] = {}
-        self.second, self.ref_a = second, ref_a
-        for _ in range(AT_ONCE):
-            self._start_next()
+        self.of: dict[str, Victim] = {}
+        for group in GROUPS:
+            selected = [p for p in group if p in points]
+            if selected:
+                victim = Victim(selected, root / selected[-1])
+                victim.start(second, ref_a)
+                self.of.update((p, victim) for p in selected)
 
-    def _start_next(self) -> None:
-        if self.pending:
-            victim = self.pending.pop(0)
-            victim.folder.mkdir()
-            victim.start(self.second, self.ref_a)
-            self.running[victim.point] = victim
-
-    def killed_at(self, point: str) -> Victim:
-        """The victim of `point`, killed at it; the next pending victim is started."""
-        while point not in self.running:
-            self._start_next()
-        victim = self.running.pop(point)
-        try:
-            victim.kill_at_its_point()
-        finally:
-            self._start_next()
-        return victim
+    def killed_at(self, point: str) -> Path:
+        """The warehouse a kill at `point` leaves."""
+        return self.of[point].stopped_at(point)
 
     def kill_all(self) -> None:
-        for victim in self.running.values():
+        for victim in self.of.values():
             victim.kill()
 
 
@@ -210,7 +211,7 @@ def victims(
     references: tuple[Path, Path, Path, Path],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Victims]:
-    """The victims of the points this run selected, in the order their tests run."""
+    """The victims of the points this run selected."""
     _first, second, ref_a, _ref_b = references
     points = [
         item.callspec.params["point"]
@@ -230,7 +231,7 @@ def test_sigkill_at_each_commit_point(
     point: str,
 ) -> None:
     first, _second, ref_a, ref_b = references
-    warehouse = victims.killed_at(point).warehouse
+    warehouse = victims.killed_at(point)
     expected = POINTS[point]
     # readers see the last committed run at once, before any repair: the victim's only
     # once its runs row is written
