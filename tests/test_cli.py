@@ -114,7 +114,6 @@ GENERATORS: dict[str, Callable[[Path], list[str]]] = {
     "test_generate_is_a_sub_command_whose_traces_ingest_cleanly": _generate_jsonl,
     "test_spark_submit_generate_takes_the_same_arguments": _submit_generate,
 }
-INGEST_TEST = "test_spark_submit_job_takes_the_same_arguments"
 
 
 @dataclass(frozen=True)
@@ -130,7 +129,7 @@ class Driven:
 
 def _rows(read: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
     assert read.returncode == 0, read.stderr[-3000:]
-    rows = {}
+    rows: dict[str, dict[str, int]] = {}
     for line in read.stdout.splitlines():
         table, total, *groups = line.split()
         rows[table] = {"all": int(total), **{g.split("=")[0]: int(g.split("=")[1]) for g in groups}}
