@@ -318,57 +318,69 @@ def test_disk_full_during_a_commit(
             subprocess.run(["umount", str(disk)], check=True)
 
 
+# one process per writer for every trial (the imports paid once): per trial, a table of
+# its own whose first version both try to commit at one instant
 FIRST_COMMIT = """
 import sys, time, os
 import pyarrow as pa, pyarrow.parquet as pq
 from causal_spark.io.ledger import commit_files
 from causal_spark import tables
-path, run_id = sys.argv[1], sys.argv[2]
-rows = pa.table({"protocol": [run_id], "receive_mode": ["x"], "metric": ["m"], "traces": [1], "median": [1.0], "p99": [1.0]})
-folder = os.path.join(path, "data", run_id)
-os.makedirs(folder, exist_ok=True)
-file = os.path.join(folder, "part-0.parquet")
-pq.write_table(rows.cast(tables.arrow_schema(tables.PROTOCOL_COMPARISON)), file)
-print("ready", flush=True)
-start = float(sys.stdin.readline())  # the same instant for both, once both are ready
-while time.time() < start:
-    pass
-try:
-    # both runs began when the table did not exist (NEW_TABLE)
-    print("committed", commit_files(path, tables.PROTOCOL_COMPARISON, [file], run_id, "overwrite", base=-1))
-except Exception as e:
-    print("refused", type(e).__name__, e)
-sys.stdout.flush()
+root, run_id, trials = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for trial in range(trials):
+    path = os.path.join(root, f"t{trial}", "protocol_comparison")
+    rows = pa.table({"protocol": [run_id], "receive_mode": ["x"], "metric": ["m"], "traces": [1], "median": [1.0], "p99": [1.0]})
+    folder = os.path.join(path, "data", run_id)
+    os.makedirs(folder, exist_ok=True)
+    file = os.path.join(folder, "part-0.parquet")
+    pq.write_table(rows.cast(tables.arrow_schema(tables.PROTOCOL_COMPARISON)), file)
+    print("ready", flush=True)
+    start = float(sys.stdin.readline())  # the same instant for both, once both are ready
+    while time.time() < start:
+        pass
+    try:
+        # both runs began when the table did not exist (NEW_TABLE)
+        print("committed", commit_files(path, tables.PROTOCOL_COMPARISON, [file], run_id, "overwrite", base=-1))
+    except Exception as e:
+        print("refused", type(e).__name__, str(e).replace(chr(10), " "))
+    sys.stdout.flush()
 os._exit(0)
 """
 
+TRIALS = 6
+
 
 def test_two_first_commits_of_one_table_never_both_succeed(tmp_path: Path) -> None:
-    for trial in range(6):
-        table = tmp_path / f"t{trial}" / "protocol_comparison"
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", FIRST_COMMIT, str(table), f"run-{who}"],
-                cwd=ROOT,
-                env=_env(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for who in "ab"
-        ]
-        for p in procs:  # imports done and the data file written: only the commit is left
-            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        start = time.time() + 0.2
-        for p in procs:  # both told before either can start
-            assert p.stdin is not None
-            p.stdin.write(f"{start}\n")
-            p.stdin.flush()
-        outs = [p.communicate(timeout=120)[0] for p in procs]
-        winners = [o for o in outs if o.startswith("committed 0")]
-        assert len(winners) == 1, outs
-        winner = "run-a" if outs[0].startswith("committed") else "run-b"
-        from deltalake import DeltaTable
+    from deltalake import DeltaTable
 
-        rows = DeltaTable(delta.table_uri(table)).to_pyarrow_table().column("protocol").to_pylist()
-        assert rows == [winner]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FIRST_COMMIT, str(tmp_path), f"run-{who}", str(TRIALS)],
+            cwd=ROOT,
+            env=_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for who in "ab"
+    ]
+    try:
+        for trial in range(TRIALS):
+            for p in procs:  # imports done and the data file written: only the commit is left
+                assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+            start = time.time() + 0.2
+            for p in procs:  # both told before either can start
+                assert p.stdin is not None
+                p.stdin.write(f"{start}\n")
+                p.stdin.flush()
+            outs = [p.stdout.readline() for p in procs if p.stdout is not None]
+            winners = [o for o in outs if o.startswith("committed 0")]
+            assert len(winners) == 1, outs
+            winner = "run-a" if outs[0].startswith("committed") else "run-b"
+            table = tmp_path / f"t{trial}" / "protocol_comparison"
+            rows = DeltaTable(delta.table_uri(table)).to_pyarrow_table().column("protocol")
+            assert rows.to_pylist() == [winner]
+        assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
