@@ -1,7 +1,9 @@
 """The kill/fault suite (issue 17, issue 20): a run stopped at each commit point.
 
-A real `causal-spark ingest` process is stopped at a commit point and SIGKILLed with
-its whole process group (the driver, its JVM and Python workers); a disk fills up
+A real `causal-spark ingest` process is stopped at each commit point in turn: frozen
+with its whole process group (SIGSTOP: the driver, its JVM and Python workers) while its
+warehouse is copied, then let go on, and at its last point SIGKILLed with its process
+group (`GROUPS`: two victims, two real kills, six points); a disk fills up
 during a commit (a small tmpfs); two processes commit the first version of one table
 at once. After each, every table reads as the last committed run left it, and the
 next run succeeds and says what it repaired.
