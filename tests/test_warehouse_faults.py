@@ -1,7 +1,9 @@
 """The kill/fault suite (issue 17, issue 20): a run stopped at each commit point.
 
-A real `causal-spark ingest` process is stopped at a commit point and SIGKILLed with
-its whole process group (the driver, its JVM and Python workers); a disk fills up
+A real `causal-spark ingest` process is stopped at each commit point in turn: frozen
+with its whole process group (SIGSTOP: the driver, its JVM and Python workers) while its
+warehouse is copied, then let go on, and at its last point SIGKILLed with its process
+group (`GROUPS`: two victims, two real kills, six points); a disk fills up
 during a commit (a small tmpfs); two processes commit the first version of one table
 at once. After each, every table reads as the last committed run left it, and the
 next run succeeds and says what it repaired.
@@ -38,26 +40,25 @@ pytestmark = pytest.mark.slow
 DATA = ["events", "messages", "quarantine"]
 CONF = ["--conf", "conf/test.yml"]
 
-# runs `causal-spark` with a hook that, at the commit point named, says so and sleeps
+# runs `causal-spark` with a hook that, at each commit point named, says so (a file
+# `at-<point>`) and waits until the file is gone: the test freezes it there, or kills it
 DRIVER = """
 import sys, time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 import causal_spark.app.cli as cli
-marker, point, argv = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+folder, points, argv = Path(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
 job = cli.run_job
 
 def stop(name):
-    if name == point:
-        marker.write_text(point)
-        time.sleep(600)
+    if name in points:
+        marker = folder / f"at-{name}"
+        marker.write_text(name)
+        while marker.exists():
+            time.sleep(0.05)
 
 def hooked(*args, **kwargs):
-    if point == "staged":
-        kwargs["on_staged"] = lambda table: stop("staged" if table == "quarantine" else "")
-    else:
-        kwargs["on_committed"] = stop
+    kwargs["on_staged"] = lambda table: stop("staged" if table == "quarantine" else "")
+    kwargs["on_committed"] = stop
     return job(*args, **kwargs)
 
 cli.run_job = hooked
@@ -119,16 +120,20 @@ POINTS = {
 }
 
 
-# victims run this many at a time: each is a cold driver that mostly waits (on its JVM, on
-# Spark's scheduler), so the next ones start while a killed one's aftermath is checked
-AT_ONCE = 3
+# the points one victim goes through, in its commit order: it is frozen (SIGSTOP to its
+# process group) at each but the last, its warehouse copied as it stands and the victim
+# let go on (SIGCONT); at the last it is SIGKILLed with its process group. A frozen
+# process writes nothing more, so the copy is what a kill there leaves on disk; each group
+# ends in a real kill (`events`: rolled back after a table commit; `runs`: committed)
+GROUPS = (("staged", "intent", "events"), ("messages", "quarantine", "runs"))
 
 
 @dataclass
 class Victim:
-    """One `causal-spark ingest` of input B into a copy of warehouse A, stopped at `point`."""
+    """One `causal-spark ingest` of input B into a copy of warehouse A, stopped at each
+    of `points` in turn: frozen and copied at each but the last, killed at the last."""
 
-    point: str
+    points: list[str]
     folder: Path
     process: subprocess.Popen[bytes] | None = None
 
@@ -136,16 +141,13 @@ class Victim:
     def warehouse(self) -> Path:
         return self.folder / "wh"
 
-    @property
-    def marker(self) -> Path:
-        return self.folder / "marker"
-
     def start(self, second: Path, ref_a: Path) -> None:
+        self.folder.mkdir()
         shutil.copytree(ref_a, self.warehouse)
         argv = ["ingest", str(second), "--warehouse", str(self.warehouse), *CONF]
         with open(self.folder / "victim.err", "w") as err:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", DRIVER, str(self.marker), self.point, *argv],
+                [sys.executable, "-c", DRIVER, str(self.folder), ",".join(self.points), *argv],
                 cwd=ROOT,
                 env=_env(),
                 start_new_session=True,
@@ -153,16 +155,27 @@ class Victim:
                 stderr=err,
             )
 
-    def kill_at_its_point(self) -> None:
-        """Wait until the victim says it reached its point, then SIGKILL its process group
-        (the driver, its JVM and its workers)."""
+    def stopped_at(self, point: str) -> Path:
+        """Wait until the victim says it reached `point`; the warehouse as a kill there
+        leaves it: a copy taken while the victim is frozen, or the victim's own once it
+        is SIGKILLed (`point` its last)."""
         assert self.process is not None
+        marker = self.folder / f"at-{point}"
         deadline = time.monotonic() + 900
-        while not self.marker.exists():
+        while not marker.exists():
             assert self.process.poll() is None, (self.folder / "victim.err").read_text()[-3000:]
             assert time.monotonic() < deadline
-            time.sleep(0.2)
-        self.kill()
+            time.sleep(0.1)
+        if point == self.points[-1]:
+            self.kill()
+            return self.warehouse
+        os.killpg(self.process.pid, signal.SIGSTOP)
+        try:
+            copy = shutil.copytree(self.warehouse, self.folder / f"wh-{point}")
+        finally:
+            os.killpg(self.process.pid, signal.SIGCONT)
+        marker.unlink()
+        return copy
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -172,35 +185,25 @@ class Victim:
 
 
 class Victims:
-    """The module's victims, `AT_ONCE` running at a time, started in the tests' order."""
+    """The module's victims (one per group of `GROUPS` with a selected point), all
+    started at once: each is a cold driver that mostly waits (on its JVM, on Spark's
+    scheduler)."""
 
     def __init__(self, points: list[str], root: Path, second: Path, ref_a: Path) -> None:
-        self.pending = [Victim(p, root / p) for p in points]
-        self.running: dict[str, Victim] = {}
-        self.second, self.ref_a = second, ref_a
-        for _ in range(AT_ONCE):
-            self._start_next()
+        self.of: dict[str, Victim] = {}
+        for group in GROUPS:
+            selected = [p for p in group if p in points]
+            if selected:
+                victim = Victim(selected, root / selected[-1])
+                victim.start(second, ref_a)
+                self.of.update((p, victim) for p in selected)
 
-    def _start_next(self) -> None:
-        if self.pending:
-            victim = self.pending.pop(0)
-            victim.folder.mkdir()
-            victim.start(self.second, self.ref_a)
-            self.running[victim.point] = victim
-
-    def killed_at(self, point: str) -> Victim:
-        """The victim of `point`, killed at it; the next pending victim is started."""
-        while point not in self.running:
-            self._start_next()
-        victim = self.running.pop(point)
-        try:
-            victim.kill_at_its_point()
-        finally:
-            self._start_next()
-        return victim
+    def killed_at(self, point: str) -> Path:
+        """The warehouse a kill at `point` leaves."""
+        return self.of[point].stopped_at(point)
 
     def kill_all(self) -> None:
-        for victim in self.running.values():
+        for victim in self.of.values():
             victim.kill()
 
 
@@ -210,7 +213,7 @@ def victims(
     references: tuple[Path, Path, Path, Path],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Victims]:
-    """The victims of the points this run selected, in the order their tests run."""
+    """The victims of the points this run selected."""
     _first, second, ref_a, _ref_b = references
     points = [
         item.callspec.params["point"]
@@ -230,7 +233,7 @@ def test_sigkill_at_each_commit_point(
     point: str,
 ) -> None:
     first, _second, ref_a, ref_b = references
-    warehouse = victims.killed_at(point).warehouse
+    warehouse = victims.killed_at(point)
     expected = POINTS[point]
     # readers see the last committed run at once, before any repair: the victim's only
     # once its runs row is written
@@ -317,57 +320,69 @@ def test_disk_full_during_a_commit(
             subprocess.run(["umount", str(disk)], check=True)
 
 
+# one process per writer for every trial (the imports paid once): per trial, a table of
+# its own whose first version both try to commit at one instant
 FIRST_COMMIT = """
 import sys, time, os
 import pyarrow as pa, pyarrow.parquet as pq
 from causal_spark.io.ledger import commit_files
 from causal_spark import tables
-path, run_id = sys.argv[1], sys.argv[2]
-rows = pa.table({"protocol": [run_id], "receive_mode": ["x"], "metric": ["m"], "traces": [1], "median": [1.0], "p99": [1.0]})
-folder = os.path.join(path, "data", run_id)
-os.makedirs(folder, exist_ok=True)
-file = os.path.join(folder, "part-0.parquet")
-pq.write_table(rows.cast(tables.arrow_schema(tables.PROTOCOL_COMPARISON)), file)
-print("ready", flush=True)
-start = float(sys.stdin.readline())  # the same instant for both, once both are ready
-while time.time() < start:
-    pass
-try:
-    # both runs began when the table did not exist (NEW_TABLE)
-    print("committed", commit_files(path, tables.PROTOCOL_COMPARISON, [file], run_id, "overwrite", base=-1))
-except Exception as e:
-    print("refused", type(e).__name__, e)
-sys.stdout.flush()
+root, run_id, trials = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for trial in range(trials):
+    path = os.path.join(root, f"t{trial}", "protocol_comparison")
+    rows = pa.table({"protocol": [run_id], "receive_mode": ["x"], "metric": ["m"], "traces": [1], "median": [1.0], "p99": [1.0]})
+    folder = os.path.join(path, "data", run_id)
+    os.makedirs(folder, exist_ok=True)
+    file = os.path.join(folder, "part-0.parquet")
+    pq.write_table(rows.cast(tables.arrow_schema(tables.PROTOCOL_COMPARISON)), file)
+    print("ready", flush=True)
+    start = float(sys.stdin.readline())  # the same instant for both, once both are ready
+    while time.time() < start:
+        pass
+    try:
+        # both runs began when the table did not exist (NEW_TABLE)
+        print("committed", commit_files(path, tables.PROTOCOL_COMPARISON, [file], run_id, "overwrite", base=-1))
+    except Exception as e:
+        print("refused", type(e).__name__, str(e).replace(chr(10), " "))
+    sys.stdout.flush()
 os._exit(0)
 """
 
+TRIALS = 6
+
 
 def test_two_first_commits_of_one_table_never_both_succeed(tmp_path: Path) -> None:
-    for trial in range(6):
-        table = tmp_path / f"t{trial}" / "protocol_comparison"
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", FIRST_COMMIT, str(table), f"run-{who}"],
-                cwd=ROOT,
-                env=_env(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for who in "ab"
-        ]
-        for p in procs:  # imports done and the data file written: only the commit is left
-            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        start = time.time() + 0.2
-        for p in procs:  # both told before either can start
-            assert p.stdin is not None
-            p.stdin.write(f"{start}\n")
-            p.stdin.flush()
-        outs = [p.communicate(timeout=120)[0] for p in procs]
-        winners = [o for o in outs if o.startswith("committed 0")]
-        assert len(winners) == 1, outs
-        winner = "run-a" if outs[0].startswith("committed") else "run-b"
-        from deltalake import DeltaTable
+    from deltalake import DeltaTable
 
-        rows = DeltaTable(delta.table_uri(table)).to_pyarrow_table().column("protocol").to_pylist()
-        assert rows == [winner]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FIRST_COMMIT, str(tmp_path), f"run-{who}", str(TRIALS)],
+            cwd=ROOT,
+            env=_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for who in "ab"
+    ]
+    try:
+        for trial in range(TRIALS):
+            for p in procs:  # imports done and the data file written: only the commit is left
+                assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+            start = time.time() + 0.2
+            for p in procs:  # both told before either can start
+                assert p.stdin is not None
+                p.stdin.write(f"{start}\n")
+                p.stdin.flush()
+            outs = [p.stdout.readline() for p in procs if p.stdout is not None]
+            winners = [o for o in outs if o.startswith("committed 0")]
+            assert len(winners) == 1, outs
+            winner = "run-a" if outs[0].startswith("committed") else "run-b"
+            table = tmp_path / f"t{trial}" / "protocol_comparison"
+            rows = DeltaTable(delta.table_uri(table)).to_pyarrow_table().column("protocol")
+            assert rows.to_pylist() == [winner]
+        assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
