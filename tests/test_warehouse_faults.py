@@ -217,7 +217,7 @@ def victims(
     _first, second, ref_a, _ref_b = references
     points = [
         item.callspec.params["point"]
-        for item in selected_tests(request, "test_sigkill_at_each_commit_point")
+        for item in selected_tests(request, "test_a_run_stopped_at_each_commit_point")
     ]
     started = Victims(points, tmp_path_factory.mktemp("victims"), second, ref_a)
     yield started
@@ -225,13 +225,15 @@ def victims(
 
 
 @pytest.mark.parametrize("point", list(POINTS))
-def test_sigkill_at_each_commit_point(
+def test_a_run_stopped_at_each_commit_point(
     spark: SparkSession,
     config: Config,
     references: tuple[Path, Path, Path, Path],
     victims: Victims,
     point: str,
 ) -> None:
+    """What a SIGKILL there leaves (a real one at each victim's last point, a frozen
+    victim's copy at the others) reads as the last committed run and is repaired."""
     first, _second, ref_a, ref_b = references
     warehouse = victims.killed_at(point)
     expected = POINTS[point]
