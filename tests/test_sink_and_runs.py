@@ -306,6 +306,24 @@ def _clocked_samples(spark: SparkSession, ingested: Path, settings: ClockSetting
     return with_clocks(source.read("events"), source.read("messages"), settings)
 
 
+@pytest.fixture(scope="module")
+def spark_written(
+    spark: SparkSession,
+    config: Config,
+    tmp_path_factory: pytest.TempPathFactory,
+    ingested: tuple[Path, RunRecord],
+) -> Path:
+    """A warehouse whose events are data-samples' clocked events written by Spark's writer
+    (`txn.stage`), clocked once for the module by the profile's engine: the reference the
+    tasks' files of every engine are held to (the engines give the same rows)."""
+    result = _clocked_samples(spark, ingested[0], config.clocks)
+    folder = tmp_path_factory.mktemp("spark-written")
+    with Warehouse(spark, folder, "deltalake").transaction("a") as txn:
+        txn.stage("events", result.events)
+        txn.commit()
+    return folder
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "settings",
@@ -320,14 +338,12 @@ def test_events_written_by_tasks_equal_sparks_write(
     spark: SparkSession,
     tmp_path: Path,
     ingested: tuple[Path, RunRecord],
+    spark_written: Path,
     settings: ClockSettings,
 ) -> None:
     result = _clocked_samples(spark, ingested[0], settings)
-    by_spark = Warehouse(spark, tmp_path / "spark", "deltalake")
+    by_spark = Warehouse(spark, spark_written, "deltalake")
     by_tasks = Warehouse(spark, tmp_path / "tasks", "deltalake")
-    with by_spark.transaction("a") as txn:
-        txn.stage("events", result.events)
-        txn.commit()
     scratches: list[str] = []
 
     def files(writer: FileWriter) -> DataFrame:
@@ -349,11 +365,12 @@ def test_events_written_by_tasks_equal_sparks_write(
         by_tasks.read_latest("events"), by_spark.read_latest("events"), ignore_row_order=True
     )
     assert_df_equality(staged, by_spark.read_latest("events"), ignore_row_order=True)
-    assert _sorted("events", tmp_path / "tasks") == _sorted("events", tmp_path / "spark")
+    assert _sorted("events", tmp_path / "tasks") == _sorted("events", spark_written)
     assert sum(e["vc"] is None for e in read_delta(tmp_path / "tasks" / "events").to_pylist()) == 4
     # the files themselves have the schema Spark's writer gives them
     files = {
-        name: sorted((tmp_path / name / "events").rglob("*.parquet")) for name in ("spark", "tasks")
+        name: sorted((root / "events").rglob("*.parquet"))
+        for name, root in (("spark", spark_written), ("tasks", tmp_path / "tasks"))
     }
     assert len(files["tasks"]) >= 2  # written by several tasks
     spark_schema = pq.read_schema(files["spark"][0]).remove_metadata()
